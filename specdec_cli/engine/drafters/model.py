@@ -1,0 +1,74 @@
+"""Classic speculative decoding with a smaller draft model that shares the target's vocabulary.
+
+The draft keeps its own KV cache in step with the conversation: before each proposal it
+finds where its cache and the real history part ways, drops the rest, and evaluates only
+the missing tokens (usually the last accepted draft and the target's new token) in one
+batch. Proposals are greedy, and stop early when the draft's confidence falls below p-min,
+measured as llama.cpp's draft sampler does (softmax over the top 10 logits).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..llama import Context
+from .base import Drafter
+
+TOP_K_FOR_CONFIDENCE = 10  # llama.cpp's draft sampler keeps the 10 best candidates
+
+
+class ModelDrafter(Drafter):
+    method = "draft"
+
+    def __init__(self, ctx: Context, *, n_min: int = 0, p_min: float = 0.0):
+        self.ctx = ctx
+        self.n_min = n_min
+        self.p_min = p_min
+        self._cached: list[int] = []  # tokens whose KV the draft context holds, at positions 0..
+        self._stable = 0  # history length up to which the cache is known to match
+
+    def begin(self, prompt: list[int]) -> None:
+        self.ctx.kv_clear()
+        self._cached = list(prompt[:-1])
+        self._stable = len(self._cached)
+        if self._cached:
+            self.ctx.decode(self._cached, 0, outputs="last")
+
+    def _sync(self, history: list[int]) -> None:
+        """Make the draft's cache hold ``history`` and leave the logits of its last token ready."""
+        cached = self._cached
+        same = min(self._stable, len(cached), len(history))
+        limit = min(len(cached), len(history) - 1)  # always re-evaluate at least the last token
+        while same < limit and cached[same] == history[same]:
+            same += 1
+        same = min(same, limit)
+        if same < len(cached):
+            self.ctx.kv_keep_until(same)
+        self.ctx.decode(history[same:], same, outputs="last")
+        self._cached = cached[:same] + history[same:]
+        self._stable = len(history)
+
+    def draft(self, history: list[int], n_max: int) -> list[int]:
+        if n_max <= 0:
+            return []
+        self._sync(history)
+        out: list[int] = []
+        pos = len(history)
+        while True:
+            logits = self.ctx.logits(-1)
+            tok = int(logits.argmax())
+            if self.p_min > 0.0 and _top_k_confidence(logits, tok) < self.p_min:
+                break
+            out.append(tok)
+            if len(out) >= n_max:
+                break
+            self.ctx.decode([tok], pos, outputs="last")
+            self._cached.append(tok)
+            pos += 1
+        return out if len(out) >= self.n_min else []
+
+
+def _top_k_confidence(logits: np.ndarray, best: int) -> float:
+    """Probability of ``best`` after keeping the top-k logits and renormalising."""
+    top = np.partition(logits, -TOP_K_FOR_CONFIDENCE)[-TOP_K_FOR_CONFIDENCE:]
+    return float(1.0 / np.exp(top - logits[best]).sum())

@@ -1,0 +1,204 @@
+"""Load a target (and optionally a draft) once, then generate for as many prompts as asked.
+
+This is the library entry point behind ``specdec run`` (and ``bench``): it owns the models
+and contexts, turns a prompt into tokens (with the chat template when asked), drives a
+``Session``, streams text through ``TextStream``, and returns a ``Result``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..textstream import Segment, TextStream
+from .drafters.base import Drafter
+from .drafters.model import ModelDrafter
+from .llama import Context, ContextFull, ContextParams, Model
+from .session import Session, TracePoint
+from .stats import GenerationStats
+from .verify import SamplingParams, make_verifier
+
+
+@dataclass
+class EngineOptions:
+    n_ctx: int = 4096
+    n_batch: int = 512
+    threads: int | None = None
+    gpu_layers: int = 0  # -1 = all
+    gpu_layers_draft: int | None = None  # None = same as the target
+    flash_attn: str = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    verbose: bool = False
+
+
+@dataclass
+class DraftOptions:
+    draft_max: int = 8
+    draft_min: int = 0
+    p_min: float = 0.0
+
+
+@dataclass
+class GenOptions:
+    max_tokens: int = 256
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temp=0.0))
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    text: str
+    prompt_tokens: list[int]
+    tokens: list[int]
+    stats: GenerationStats
+    seed: int | None = None
+    trace: list[TracePoint] | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stats.stop_reason == "interrupted"
+
+    def to_dict(self) -> dict:
+        s = self.stats
+        return {
+            "text": self.text,
+            "prompt_tokens": self.prompt_tokens,
+            "tokens": self.tokens,
+            "n_prompt": s.n_prompt,
+            "n_generated": s.n_generated,
+            "prompt_seconds": round(s.prompt_seconds, 6),
+            "decode_seconds": round(s.decode_seconds, 6),
+            "first_token_seconds": s.first_token_seconds,
+            "tokens_per_second": s.tokens_per_second,
+            "n_drafted": s.n_drafted,
+            "n_accepted": s.n_accepted,
+            "acceptance_rate": s.acceptance_rate,
+            "tokens_per_pass": s.tokens_per_pass,
+            "n_target_passes": s.n_target_passes,
+            "draft_seconds": round(s.draft_seconds, 6),
+            "target_seconds": round(s.target_seconds, 6),
+            "overhead_seconds": round(s.overhead_seconds, 6),
+            "accepted_per_position": s.accepted_per_position,
+            "stop_reason": s.stop_reason,
+            "seed": self.seed,
+        }
+
+
+class Engine:
+    """A loaded target (+ draft) pair, reusable across prompts."""
+
+    def __init__(
+        self,
+        target_path: str | Path,
+        draft_path: str | Path | None = None,
+        *,
+        options: EngineOptions | None = None,
+        draft: DraftOptions | None = None,
+    ):
+        self.options = opts = options or EngineOptions()
+        self.draft_options = draft or DraftOptions()
+        self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, verbose=opts.verbose)
+        self.draft_model: Model | None = None
+        self.draft_ctx: Context | None = None
+        self.drafter: Drafter | None = None
+        n_out = 1 + (self.draft_options.draft_max if draft_path else 0)
+        self.target_ctx = Context(self.target_model, self._ctx_params(n_out))
+        if draft_path is not None:
+            ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
+            self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
+            self.draft_ctx = Context(self.draft_model, self._ctx_params(1))
+            self.drafter = ModelDrafter(
+                self.draft_ctx, n_min=self.draft_options.draft_min, p_min=self.draft_options.p_min
+            )
+
+    def _ctx_params(self, n_outputs: int) -> ContextParams:
+        o = self.options
+        return ContextParams(
+            n_ctx=o.n_ctx,
+            n_batch=o.n_batch,
+            n_ubatch=o.n_batch,
+            n_outputs_max=n_outputs,
+            n_threads=o.threads,
+            flash_attn=o.flash_attn,
+            cache_type_k=o.cache_type_k,
+            cache_type_v=o.cache_type_v,
+        )
+
+    # --- prompts ----------------------------------------------------------------------------
+    def render_chat(self, messages: list[dict]) -> str:
+        return self.target_model.apply_chat_template(messages, add_generation_prompt=True)
+
+    def tokenize_prompt(self, text: str) -> list[int]:
+        """Tokens of a prompt; the BOS is not doubled when a chat template already wrote it."""
+        m = self.target_model
+        bos_text = m.token_text(m.bos) if m.bos >= 0 else ""
+        add_special = not (bos_text and text.startswith(bos_text))
+        tokens = m.tokenize(text, add_special=add_special, parse_special=True)
+        if not tokens:
+            raise UsageError("the prompt is empty", hint="pass some text, -f FILE, or pipe it on stdin")
+        if len(tokens) >= self.target_ctx.n_ctx:
+            raise UsageError(
+                f"the prompt is {len(tokens)} tokens but the context holds {self.target_ctx.n_ctx}",
+                hint="raise --ctx or shorten the prompt",
+            )
+        return tokens
+
+    # --- generation -------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt_tokens: list[int],
+        gen: GenOptions,
+        *,
+        use_draft: bool = True,
+        on_text: Callable[[list[Segment]], None] | None = None,
+        trace: bool = False,
+    ) -> Result:
+        """Generate from ``prompt_tokens``; ``on_text`` receives text as soon as it is final."""
+        verifier = make_verifier(gen.sampling)
+        drafter = self.drafter if use_draft else None
+        points: list[TracePoint] | None = [] if trace else None
+        session = Session(
+            self.target_ctx,
+            verifier,
+            drafter,
+            draft_max=self.draft_options.draft_max,
+            trace=points,
+        )
+        stream = TextStream(self.target_model.piece, gen.stop)
+        tokens: list[int] = []
+        steps = session.run(prompt_tokens, gen.max_tokens)
+        try:
+            for step in steps:
+                tokens.extend(step.tokens)
+                segs = stream.push(step.tokens, step.from_draft)
+                if segs and on_text:
+                    on_text(segs)
+                if stream.stopped:
+                    steps.close()
+                    session.stats.stop_reason = "stop"
+                    break
+        except KeyboardInterrupt:
+            steps.close()
+            session.stats.stop_reason = "interrupted"
+        except ContextFull:
+            steps.close()
+            session.stats.stop_reason = "context"
+        tail = stream.finish()
+        if tail and on_text:
+            on_text(tail)
+        return Result(
+            text=stream.text,
+            prompt_tokens=list(prompt_tokens),
+            tokens=tokens,
+            stats=session.stats,
+            seed=gen.sampling.seed,
+            trace=points,
+        )
+
+    def close(self) -> None:
+        for obj in (self.draft_ctx, self.draft_model, self.target_ctx, self.target_model):
+            if obj is not None:
+                obj.close()

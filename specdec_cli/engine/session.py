@@ -1,0 +1,141 @@
+"""One generation: prefill, then draft -> verify -> accept -> roll back, until a stop.
+
+Each step sends [last token, draft...] to the target in one batch with logits at those
+positions only, keeps what the verifier accepts, and removes the rejected positions from
+the target's KV cache (the drafter keeps its own cache in step). Without a drafter the
+same loop is plain one-token-at-a-time decoding: the baseline runs the identical code path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .drafters.base import Drafter
+from .llama import Context
+from .stats import GenerationStats
+from .verify import Verifier
+
+TRACE_TOP = 8  # candidates kept per position when tracing
+
+
+@dataclass
+class Step:
+    """Tokens emitted by one target pass; ``from_draft[i]`` is True when the draft proposed token i."""
+
+    tokens: list[int]
+    from_draft: list[bool]
+
+
+@dataclass
+class TracePoint:
+    """What the target saw when it emitted a token: its best candidates and their logits."""
+
+    index: int  # index of the generated token
+    token: int
+    top_ids: list[int]
+    top_logits: list[float]
+
+    def logit_of(self, token: int) -> float | None:
+        for t, v in zip(self.top_ids, self.top_logits):
+            if t == token:
+                return v
+        return None
+
+
+class Session:
+    def __init__(
+        self,
+        target: Context,
+        verifier: Verifier,
+        drafter: Drafter | None = None,
+        *,
+        draft_max: int = 0,
+        trace: list[TracePoint] | None = None,
+    ):
+        self.target = target
+        self.verifier = verifier
+        self.drafter = drafter
+        self.draft_max = draft_max if drafter is not None else 0
+        self.trace = trace
+        self.stats = GenerationStats()
+
+    def run(self, prompt: list[int], max_tokens: int) -> Iterator[Step]:
+        """Yield the emitted tokens step by step; ``self.stats`` is final once the iterator ends."""
+        st = self.stats
+        st.n_prompt = len(prompt)
+        t_start = time.perf_counter()
+        tgt = self.target
+        tgt.kv_clear()
+        if len(prompt) > 1:
+            tgt.decode(prompt[:-1], 0, outputs="last")
+        if self.drafter is not None:
+            self.drafter.begin(prompt)
+        t_loop = time.perf_counter()
+        st.prompt_seconds = t_loop - t_start
+        history = list(prompt)  # every token so far; its last one is not in the target's cache yet
+        rows = tgt.logits
+        is_eog = tgt.model.is_eog
+        try:
+            while st.n_generated < max_tokens:
+                n_past = len(history) - 1
+                room = tgt.n_ctx - n_past - 1  # free positions after the last token
+                if room < 0:
+                    st.stop_reason = "context"
+                    return
+                draft: list[int] = []
+                n_draft = min(self.draft_max, room, max_tokens - st.n_generated - 1)
+                if n_draft > 0:
+                    t0 = time.perf_counter()
+                    draft = self.drafter.draft(history, n_draft)[:n_draft]
+                    st.draft_seconds += time.perf_counter() - t0
+                batch = [history[-1], *draft]
+                t0 = time.perf_counter()
+                tgt.decode(batch, n_past, outputs="all")
+                st.target_seconds += time.perf_counter() - t0
+                st.n_target_passes += 1
+                accepted = self.verifier.verify(rows, draft)
+                n_kept = len(accepted) - 1
+                if self.trace is not None:
+                    self._record(rows, accepted, st.n_generated)
+                if self.drafter is not None:
+                    self.drafter.process(batch, n_past)
+                    self.drafter.accept(n_kept)
+                if draft:
+                    st.record_acceptance(len(draft), n_kept)
+                if n_kept < len(draft):
+                    tgt.kv_keep_until(n_past + 1 + n_kept)
+                emit, reason = self._cut(accepted, max_tokens - st.n_generated, is_eog)
+                history.extend(accepted)
+                st.n_generated += len(emit)
+                if st.first_token_seconds is None:
+                    st.first_token_seconds = time.perf_counter() - t_start
+                if emit:
+                    yield Step(emit, [i < n_kept for i in range(len(emit))])
+                if reason:
+                    st.stop_reason = reason
+                    return
+            st.stop_reason = "length"
+        finally:
+            st.decode_seconds = time.perf_counter() - t_loop
+
+    @staticmethod
+    def _cut(accepted: list[int], budget: int, is_eog) -> tuple[list[int], str]:
+        for i, tok in enumerate(accepted[:budget]):
+            if is_eog(tok):
+                return accepted[:i], "eog"
+        if len(accepted) >= budget:
+            return accepted[:budget], "length"
+        return accepted, ""
+
+    def _record(self, rows, accepted: list[int], base: int) -> None:
+        for i, tok in enumerate(accepted):
+            logits = rows(i)
+            top = np.argpartition(logits, -TRACE_TOP)[-TRACE_TOP:]
+            top = top[np.argsort(-logits[top])]
+            self.trace.append(
+                TracePoint(base + i, tok, [int(t) for t in top], [float(logits[t]) for t in top])
+            )
