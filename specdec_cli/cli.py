@@ -1,0 +1,195 @@
+"""The ``specdec`` command line: one thin function per command over the library.
+
+Conventions every command follows: stdout carries only the generated text (or JSON with
+``--json``); notes, warnings and the summary go to stderr; foreseen failures print one
+``error:`` line and exit non-zero (2 for bad input, 1 for a request that cannot be done,
+130 for Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import console
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, SpecdecError
+
+app = typer.Typer(
+    name="specdec",
+    help="Speculative decoding with llama.cpp: pair a target GGUF with a draft, check it fits, run it, measure it.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+FlashAttn = Enum("FlashAttn", {v: v for v in ("auto", "on", "off")}, type=str)
+CacheType = Enum("CacheType", {v: v for v in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")}, type=str)
+
+RegistryOpt = typer.Option(None, "--registry", help="Extra pairs.toml to merge over the built-in and user registries.")
+JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
+
+
+# --- registry and metadata ------------------------------------------------------------------
+
+
+@app.command()
+def pairs(
+    method: Optional[str] = typer.Option(None, "--method", help="Only this method: draft, eagle3, dflash, dspark, ngram."),
+    target: Optional[str] = typer.Option(None, "--target", help="Only entries whose target matches this text."),
+    as_json: bool = JsonOpt,
+    registry: Optional[Path] = RegistryOpt,
+) -> None:
+    """List the registry of target/draft pairs."""
+    from .registry import load_registry
+    from .views import pairs_table
+
+    entries = load_registry(registry).filter(method=method, target=target)
+    if as_json:
+        console.write_json([e.to_dict() for e in entries])
+    else:
+        pairs_table(entries)
+
+
+@app.command()
+def inspect(
+    file: Path = typer.Argument(..., help="A GGUF file."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show a GGUF's metadata (architecture, sizes, vocabulary, chat template, draft method) without loading weights."""
+    from .gguf_meta import read_gguf
+    from .views import info_table
+
+    info = read_gguf(file)
+    if as_json:
+        console.write_json(info.to_dict())
+    else:
+        info_table(info)
+
+
+@app.command()
+def check(
+    target: Path = typer.Option(..., "--target", "-t", help="Target GGUF."),
+    draft: Path = typer.Option(..., "--draft", "-d", help="Draft GGUF."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Say whether a draft can serve a target, before loading any weights. Exit 0 compatible, 1 not, 2 usage error."""
+    from .compat import check_pair
+    from .gguf_meta import read_gguf
+    from .views import verdict_table
+
+    tinfo, dinfo = read_gguf(target), read_gguf(draft)
+    verdict = check_pair(tinfo, dinfo, method=dinfo.spec_method or "draft")
+    if as_json:
+        console.write_json(verdict.to_dict())
+    else:
+        verdict_table(verdict, tinfo, dinfo)
+    raise typer.Exit(0 if verdict.ok else 1)
+
+
+# --- generation -----------------------------------------------------------------------------
+
+
+@app.command()
+def run(
+    prompt: Optional[str] = typer.Argument(None, help="The prompt. Or use -f FILE, or pipe it on stdin."),
+    file: Optional[Path] = typer.Option(None, "-f", "--file", help="Read the prompt from FILE."),
+    pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name (specdec pairs)."),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft GGUF path."),
+    no_draft: bool = typer.Option(False, "--no-draft", help="Run the target alone (the baseline)."),
+    chat: bool = typer.Option(False, "--chat", help="Apply the target's chat template."),
+    system: Optional[str] = typer.Option(None, "--system", help="System message (with --chat)."),
+    max_tokens: int = typer.Option(256, "-n", "--max-tokens", min=1, help="Most tokens to generate."),
+    temp: float = typer.Option(0.0, "--temp", min=0.0, help="Temperature; 0 = greedy."),
+    top_k: int = typer.Option(40, "--top-k", min=0, help="Top-k sampling (0 = off)."),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help="Top-p sampling (1 = off)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed (random if unset; reported in --json)."),
+    stop: list[str] = typer.Option([], "--stop", help="Stop at this string (repeatable)."),
+    ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default: physical cores)."),
+    gpu_layers: Optional[int] = typer.Option(None, "-ngl", "--gpu-layers", min=-1, help="Target layers on the GPU (-1 = all; default all when a GPU backend is present)."),
+    gpu_layers_draft: Optional[int] = typer.Option(None, "-ngld", "--gpu-layers-draft", min=-1, help="Draft layers on the GPU (default: as the target)."),
+    draft_max: Optional[int] = typer.Option(None, "--draft-max", min=1, max=64, help="Most tokens drafted per step."),
+    draft_min: Optional[int] = typer.Option(None, "--draft-min", min=0, help="Drop drafts shorter than this."),
+    draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", min=0.0, max=1.0, help="Stop drafting below this draft confidence."),
+    flash_attn: FlashAttn = typer.Option(FlashAttn.auto, "--flash-attn", help="Flash attention."),
+    cache_type_k: CacheType = typer.Option(CacheType.f16, "--cache-type-k", help="KV cache type for K."),
+    cache_type_v: CacheType = typer.Option(CacheType.f16, "--cache-type-v", help="KV cache type for V."),
+    batch: Optional[Path] = typer.Option(None, "--batch", help="JSONL (prompt / messages per line) or plain lines: one JSON result per line on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (text, tokens, timings, counts) instead of the text."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    show_accept: bool = typer.Option(False, "--show-accept", help="Colour the tokens the draft proposed (terminal only)."),
+    explain_divergence: bool = typer.Option(False, "--explain-divergence", help="Also run without the draft and show where (and why) the outputs differ."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
+    registry: Optional[Path] = RegistryOpt,
+) -> None:
+    """Generate with speculative decoding (or the target alone with --no-draft)."""
+    from .run_command import RunRequest, run_request
+
+    args = {k: v.value if isinstance(v, Enum) else v for k, v in locals().items()}
+    req = RunRequest(**{k: v for k, v in args.items() if k in RunRequest.__dataclass_fields__})
+    code = run_request(req)
+    raise typer.Exit(code)
+
+
+@app.command()
+def demo(
+    max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens to generate in each run."),
+) -> None:
+    """Fetch a small real pair (once) and show speculation off, then on, on a code prompt."""
+    from .demo import run_demo
+
+    raise typer.Exit(run_demo(max_tokens=max_tokens))
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def _click_class(name: str) -> type:
+    """Click's exception classes, whether typer vendors click (0.2x) or depends on it."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+_ClickUsageError = _click_class("UsageError")
+_ClickException = _click_class("ClickException")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the app, turning every foreseen failure into one line on stderr and an exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        try:
+            code = app(args=args, prog_name="specdec", standalone_mode=False)
+            return code if isinstance(code, int) else 0  # typer.Exit(n) comes back as n here
+        except typer.Exit as exc:
+            return exc.exit_code
+        except typer.Abort:
+            console.error_line("interrupted")
+            return EXIT_INTERRUPTED
+        except _ClickUsageError as exc:
+            cmd = exc.ctx.command_path if exc.ctx else "specdec"
+            console.error_line(f"{exc.format_message()} (see `{cmd} --help`)")
+            return EXIT_USAGE
+        except _ClickException as exc:
+            console.error_line(exc.format_message())
+            return exc.exit_code
+        except SpecdecError as exc:
+            console.error_line(exc.one_line())
+            return exc.exit_code
+        except KeyboardInterrupt:
+            console.error_line("interrupted")
+            return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (`specdec run ... | head`): not an error worth a traceback
+        try:
+            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    return 0
+

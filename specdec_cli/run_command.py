@@ -1,0 +1,222 @@
+"""``specdec run`` as a library call: pick the models, load them once, generate, report.
+
+``run_request`` takes a ``RunRequest`` (the CLI's options as data), writes text or JSON to
+stdout and notes to stderr, and returns the exit code, so tests can call it directly.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import console
+from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .prompts import PromptItem, read_batch, read_prompt
+
+# Defaults when neither a flag nor the registry entry says otherwise. See the README's
+# "Choosing draft settings" for the measurements behind them.
+DEFAULT_DRAFT_MAX = 8
+DEFAULT_DRAFT_MIN = 0
+DEFAULT_DRAFT_P_MIN = 0.0
+
+
+@dataclass
+class RunRequest:
+    prompt: str | None = None
+    file: Path | None = None
+    pair: str | None = None
+    target: str | None = None
+    draft: str | None = None
+    no_draft: bool = False
+    chat: bool = False
+    system: str | None = None
+    max_tokens: int = 256
+    temp: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    ctx: int = 4096
+    threads: int | None = None
+    gpu_layers: int | None = None
+    gpu_layers_draft: int | None = None
+    draft_max: int | None = None
+    draft_min: int | None = None
+    draft_p_min: float | None = None
+    flash_attn: str = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    batch: Path | None = None
+    as_json: bool = False
+    quiet: bool = False
+    show_accept: bool = False
+    explain_divergence: bool = False
+    verbose: bool = False
+    registry: Path | None = None
+
+
+def run_request(req: RunRequest) -> int:
+    from .engine.llama import supports_gpu_offload
+    from .engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+    from .engine.verify import SamplingParams
+    from .registry import load_registry
+    from .selection import select
+
+    if req.batch is not None and (req.prompt is not None or req.file is not None):
+        raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
+    if req.explain_divergence and req.temp > 0:
+        raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
+    items = read_batch(req.batch) if req.batch else [PromptItem(text=read_prompt(req.prompt, req.file))]
+
+    sel = select(load_registry(req.registry), pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft)
+    if sel.method == "ngram":
+        raise UsageError("n-gram drafting is not available yet", hint="use a draft model, or --no-draft")
+    if req.explain_divergence and sel.draft is None:
+        raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
+    for w in sel.warnings:
+        console.warn(w)
+
+    entry = sel.entry
+    draft_opts = DraftOptions(
+        draft_max=_pick(req.draft_max, entry and entry.draft_max, DEFAULT_DRAFT_MAX),
+        draft_min=_pick(req.draft_min, entry and entry.draft_min, DEFAULT_DRAFT_MIN),
+        p_min=_pick(req.draft_p_min, entry and entry.draft_p_min, DEFAULT_DRAFT_P_MIN),
+    )
+    ngl = req.gpu_layers if req.gpu_layers is not None else (-1 if supports_gpu_offload() else 0)
+    engine_opts = EngineOptions(
+        n_ctx=req.ctx,
+        threads=req.threads,
+        gpu_layers=ngl,
+        gpu_layers_draft=req.gpu_layers_draft,
+        flash_attn=req.flash_attn,
+        cache_type_k=req.cache_type_k,
+        cache_type_v=req.cache_type_v,
+        verbose=req.verbose,
+    )
+    if not req.quiet:
+        what = f"draft {sel.draft.name} ({sel.how})" if sel.draft else "no draft"
+        tuning = f", draft-max {draft_opts.draft_max}, p-min {draft_opts.p_min}" if sel.draft else ""
+        console.note(f"target {sel.target.name}, {what}{tuning}")
+
+    engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts)
+    try:
+        seed = req.seed if req.seed is not None or req.temp <= 0 else random.randrange(2**31)
+        gen = GenOptions(
+            max_tokens=req.max_tokens,
+            sampling=SamplingParams(temp=req.temp, top_k=req.top_k, top_p=req.top_p, seed=seed),
+            stop=list(req.stop),
+        )
+        meta = {
+            "target": str(sel.target),
+            "draft": str(sel.draft) if sel.draft else None,
+            "method": sel.method,
+            "draft_max": draft_opts.draft_max if sel.draft else None,
+            "draft_p_min": draft_opts.p_min if sel.draft else None,
+        }
+        if req.batch is not None:
+            return _run_batch(engine, items, gen, req, meta)
+        return _run_one(engine, items[0], gen, req, meta)
+    finally:
+        engine.close()
+
+
+def _pick(flag, registry_value, default):
+    return flag if flag is not None else (registry_value if registry_value is not None else default)
+
+
+def _prompt_tokens(engine, item: PromptItem, req: RunRequest) -> list[int]:
+    if item.messages is not None or req.chat:
+        text = engine.render_chat(item.as_messages(req.system))
+    else:
+        if req.system:
+            raise UsageError("--system needs --chat")
+        text = item.text or ""
+    return engine.tokenize_prompt(text)
+
+
+def _run_one(engine, item: PromptItem, gen, req: RunRequest, meta: dict) -> int:
+    tokens = _prompt_tokens(engine, item, req)
+    colour = req.show_accept and console.ansi_ok(sys.stdout)
+
+    def show(segments):
+        for text, drafted in segments:
+            console.write_text(f"{console.DRAFT_COLOUR}{text}{console.RESET}" if colour and drafted else text)
+
+    divergence_code = EXIT_OK
+    report = None
+    if req.explain_divergence:
+        plain = engine.generate(tokens, gen, use_draft=False, trace=True)
+        if plain.interrupted:
+            return _finish(plain, req, meta, None)
+        result = engine.generate(tokens, gen, on_text=None if req.as_json else show, trace=True)
+        report, divergence_code = _explain(plain, result)
+    else:
+        result = engine.generate(tokens, gen, on_text=None if req.as_json else show)
+    code = _finish(result, req, meta, report)
+    return code if code != EXIT_OK else divergence_code
+
+
+def _finish(result, req: RunRequest, meta: dict, report: dict | None) -> int:
+    if req.as_json:
+        out = {**result.to_dict(), **meta}
+        if report is not None:
+            out["divergence"] = report
+        console.write_json(out)
+    elif sys.stdout.isatty() and result.text and not result.text.endswith("\n"):
+        console.write_text("\n")
+    if not req.quiet:
+        console.note(result.stats.summary())
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+
+
+def _explain(plain, spec) -> tuple[dict, int]:
+    """Compare a traced plain run with a traced speculative run; report on stderr."""
+    from .divergence import argmax_violations, first_divergence
+
+    bad = argmax_violations(spec.trace)
+    div = first_divergence(plain.tokens, plain.trace, spec.tokens)
+    report = {
+        "identical": div is None and plain.tokens == spec.tokens,
+        "argmax_violations": [p.index for p in bad],
+        "first_divergence": div.to_dict() if div else None,
+    }
+    if bad:
+        console.warn(f"{len(bad)} emitted tokens were not the target's argmax (first at {bad[0].index}): a bug")
+        return report, EXIT_FAILURE
+    if div is None:
+        console.note(f"identical to the target alone over {min(len(plain.tokens), len(spec.tokens))} tokens")
+        return report, EXIT_OK
+    margin = "n/a" if div.margin is None else f"{div.margin:.3f}"
+    verdict = "a near-tie (batch-shape numerics), not an error" if div.near_tie else "NOT a near-tie: a bug"
+    console.note(
+        f"outputs part at generated token {div.index}: target alone chose {div.plain_token}, "
+        f"speculative chose {div.spec_token}; their logits in the plain run differ by {margin}: {verdict}"
+    )
+    return report, EXIT_OK if div.near_tie else EXIT_FAILURE
+
+
+def _run_batch(engine, items: list[PromptItem], gen, req: RunRequest, meta: dict) -> int:
+    from .engine.stats import GenerationStats
+
+    total = GenerationStats()
+    for i, item in enumerate(items):
+        tokens = _prompt_tokens(engine, item, req)
+        result = engine.generate(tokens, gen)
+        line = {"index": i, "id": item.id, **result.to_dict(), **meta}
+        console.write_json(line)
+        s = result.stats
+        total.n_prompt += s.n_prompt
+        total.n_generated += s.n_generated
+        total.n_drafted += s.n_drafted
+        total.n_accepted += s.n_accepted
+        total.n_target_passes += s.n_target_passes
+        total.decode_seconds += s.decode_seconds
+        if not req.quiet:
+            console.note(f"[{i + 1}/{len(items)}] {s.summary()}")
+        if result.interrupted:
+            return EXIT_INTERRUPTED
+    if not req.quiet and len(items) > 1:
+        console.note(f"all {len(items)} prompts: {total.summary()}")
+    return EXIT_OK

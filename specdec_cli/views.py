@@ -1,0 +1,88 @@
+"""Human-readable tables for ``pairs``, ``inspect`` and ``check`` (their JSON forms come from ``to_dict``)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+out = Console(highlight=False, soft_wrap=False)
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"
+
+
+def human_count(n: int | None) -> str:
+    if not n:
+        return "-"
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def pairs_table(entries) -> None:
+    table = Table(title=None, box=None, header_style="bold")
+    for col in ("name", "method", "target", "draft source", "draft max", "p-min"):
+        table.add_column(col)
+    for e in entries:
+        source = e.draft_path or (f"{e.draft_repo}/{e.draft_file}" if e.draft_repo else "(none)")
+        table.add_row(e.name, e.method, f"{e.target_family} {e.target_size}", source, str(e.draft_max), f"{e.draft_p_min:g}")
+    out.print(table)
+    if not entries:
+        out.print("no pairs match")
+
+
+def info_table(info) -> None:
+    d = info.to_dict()
+    table = Table(box=None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("file", str(info.path)),
+        ("size", human_bytes(info.file_size)),
+        ("architecture", info.arch),
+        ("name", info.name or "-"),
+        ("family / scale", f"{info.family or '-'} / {info.scale or '-'}"),
+        ("parameters", human_count(info.n_params)),
+        ("file type", info.file_type or "-"),
+        ("layers", _s(info.n_layer)),
+        ("width (n_embd)", _s(info.n_embd)),
+        ("heads / kv heads", f"{_s(info.n_head)} / {_s(info.n_head_kv)}"),
+        ("context (train)", _s(info.n_ctx_train)),
+        ("vocabulary", f"{info.vocab_type or '-'} ({info.vocab_model or '-'}), {info.n_vocab} tokens"),
+        ("bos / eos", f"{_s(info.bos_id)} (add {info.add_bos}) / {_s(info.eos_id)} (add {info.add_eos})"),
+        ("chat template", "yes" if info.chat_template else "no"),
+        ("speculative method", info.spec_method or "none (usable as a target or a classic draft)"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    for k, v in (d.get("spec_info") or {}).items():
+        table.add_row(f"  {k}", str(v))
+    out.print(table)
+
+
+def verdict_table(verdict, tinfo, dinfo) -> None:
+    table = Table(box=None, header_style="bold")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for c in verdict.checks:
+        table.add_row(c.name, "ok" if c.ok else "FAIL", c.detail, style=None if c.ok else "red")
+    out.print(table)
+    for w in verdict.warnings:
+        out.print(f"warning: {w}", style="yellow", markup=False)
+    for e in verdict.errors:
+        out.print(f"error: {e}", style="red", markup=False)
+    word = "compatible" if verdict.ok else "incompatible"
+    out.print(f"{dinfo.path.name} -> {tinfo.path.name}: {word}", markup=False)
+
+
+def _s(v) -> str:
+    return "-" if v is None else str(v)

@@ -1,0 +1,214 @@
+"""The `specdec` command line, driven as users drive it: through a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EXACT = ["--flash-attn", "off", "--cache-type-k", "f32", "--cache-type-v", "f32"]
+
+
+def specdec(*args, stdin: str | None = None, env: dict | None = None, timeout: int = 120):
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "specdec_cli", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+
+
+def assert_one_line_error(proc, code: int, *fragments: str):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, proc.stderr
+    for frag in fragments:
+        assert frag in lines[0], proc.stderr
+    assert proc.stdout == ""
+
+
+# --- run: prompt sources and outputs ---------------------------------------------------------
+
+
+def test_run_prompt_argument_streams_text_and_summary(tiny_target, tiny_draft):
+    proc = specdec("run", "-t", tiny_target, "-d", tiny_draft, "-n", "24", *EXACT, "hello world")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout  # only the generated text
+    assert "drafted" in proc.stderr and "accepted" in proc.stderr and "tok/s" in proc.stderr
+
+
+def test_run_json_has_the_documented_fields(tiny_target, tiny_draft):
+    proc = specdec("run", "-t", tiny_target, "-d", tiny_draft, "-n", "16", "--json", *EXACT, "hello")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("text", "prompt_tokens", "tokens", "n_prompt", "n_generated", "prompt_seconds",
+                "decode_seconds", "n_drafted", "n_accepted"):
+        assert key in out
+    assert out["n_generated"] == len(out["tokens"]) == 16
+    assert out["n_prompt"] == len(out["prompt_tokens"])
+
+
+def test_run_same_output_from_argument_file_and_stdin(tiny_target, tiny_draft, tmp_path):
+    prompt_file = tmp_path / "p.txt"
+    prompt_file.write_text("the world is")
+    base = ["run", "-t", tiny_target, "-d", tiny_draft, "-n", "20", "--json", *EXACT]
+    a = json.loads(specdec(*base, "the world is").stdout)
+    b = json.loads(specdec(*base, "-f", prompt_file).stdout)
+    c = json.loads(specdec(*base, stdin="the world is").stdout)
+    assert a["tokens"] == b["tokens"] == c["tokens"]
+    assert a["prompt_tokens"] == b["prompt_tokens"] == c["prompt_tokens"]
+
+
+def test_run_no_draft_matches_draft_output(tiny_target, tiny_draft):
+    base = ["run", "-t", tiny_target, "-n", "32", "--json", *EXACT, "hello world this"]
+    plain = json.loads(specdec(*base, "--no-draft").stdout)
+    spec = json.loads(specdec(*base, "-d", tiny_draft).stdout)
+    assert plain["n_drafted"] == 0 and spec["n_drafted"] > 0
+    assert plain["tokens"] == spec["tokens"]
+
+
+def test_run_target_alone_finds_the_draft_beside_it(tiny_pair_dir):
+    target = next(tiny_pair_dir.glob("tiny-target*.gguf"))
+    proc = specdec("run", "-t", target, "-n", "8", *EXACT, "hello")
+    assert proc.returncode == 0, proc.stderr
+    assert "tiny-draft" in proc.stderr and "found next to the target" in proc.stderr
+
+
+def test_run_chat_and_stop(tiny_target, tiny_draft):
+    base = ["run", "-t", tiny_target, "-d", tiny_draft, "-n", "40", "--json", *EXACT, "--chat", "hi"]
+    full = json.loads(specdec(*base).stdout)
+    assert full["prompt_tokens"][0] == 1  # BOS once, then the template
+    stop = full["text"][2:5]
+    cut = json.loads(specdec(*base, "--stop", stop).stdout)
+    assert cut["stop_reason"] == "stop"
+    assert cut["text"] == full["text"][: full["text"].find(stop)]
+
+
+def test_run_batch_writes_one_json_line_per_prompt(tiny_target, tiny_draft, tmp_path):
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text(
+        '{"id": "a", "prompt": "hello world"}\n'
+        '{"id": "b", "messages": [{"role": "user", "content": "hi"}]}\n'
+        "plain line prompt\n"
+    )
+    proc = specdec("run", "-t", tiny_target, "-d", tiny_draft, "-n", "8", *EXACT, "--batch", batch)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines()]
+    assert [ln["id"] for ln in lines] == ["a", "b", None]
+    assert all(ln["n_generated"] == 8 for ln in lines)
+
+
+def test_explain_divergence_reports_identity(tiny_target, tiny_draft):
+    proc = specdec("run", "-t", tiny_target, "-d", tiny_draft, "-n", "24", "--json", *EXACT,
+                   "--explain-divergence", "hello world")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)["divergence"]
+    assert report["identical"] and report["argmax_violations"] == []
+
+
+def test_quiet_drops_the_summary(tiny_target, tiny_draft):
+    proc = specdec("run", "-t", tiny_target, "-d", tiny_draft, "-n", "8", "-q", *EXACT, "hello")
+    assert proc.returncode == 0
+    assert proc.stderr.strip() == ""
+
+
+# --- errors: one line, meaningful exit codes ------------------------------------------------
+
+
+def test_missing_file(tiny_draft):
+    assert_one_line_error(specdec("run", "-t", "/nope/model.gguf", "hello"), 2, "/nope/model.gguf")
+
+
+def test_not_a_gguf(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a gguf file at all" * 10)
+    assert_one_line_error(specdec("run", "-t", bad, "hello"), 2, "not a GGUF")
+
+
+def test_truncated_gguf(tiny_target, tmp_path):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(tiny_target.read_bytes()[: tiny_target.stat().st_size // 2])
+    assert_one_line_error(specdec("run", "-t", cut, "hello"), 2, "truncated")
+
+
+def test_mismatched_vocab_names_the_check(tiny_target, tiny_other_vocab):
+    proc = specdec("run", "-t", tiny_target, "-d", tiny_other_vocab, "hello")
+    assert_one_line_error(proc, 1, "token")
+
+
+def test_draft_larger_than_target(tiny_target, tiny_big_draft):
+    assert_one_line_error(specdec("run", "-t", tiny_target, "-d", tiny_big_draft, "hi"), 1, "larger")
+
+
+def test_unknown_pair_suggests_names():
+    assert_one_line_error(specdec("run", "--pair", "dspark-qwen3-8", "hello"), 2, "dspark-qwen3-8b")
+
+
+def test_prompt_longer_than_context(tiny_target):
+    proc = specdec("run", "-t", tiny_target, "--no-draft", "--ctx", "256", "hello world " * 300)
+    assert_one_line_error(proc, 2, "context")
+
+
+def test_invalid_option_value(tiny_target):
+    assert_one_line_error(specdec("run", "-t", tiny_target, "--draft-max", "0", "hi"), 2, "--draft-max")
+    assert_one_line_error(specdec("run", "-t", tiny_target, "--temp", "hot", "hi"), 2, "--temp")
+
+
+def test_no_prompt_on_a_terminalless_empty_stdin(tiny_target):
+    proc = specdec("run", "-t", tiny_target, "--no-draft", stdin="")
+    assert_one_line_error(proc, 2, "empty")
+
+
+def test_check_exit_codes(tiny_target, tiny_draft, tiny_other_vocab):
+    assert specdec("check", "--target", tiny_target, "--draft", tiny_draft).returncode == 0
+    bad = specdec("check", "--target", tiny_target, "--draft", tiny_other_vocab)
+    assert bad.returncode == 1 and "incompatible" in bad.stdout
+    assert specdec("check", "--target", tiny_target).returncode == 2
+    verdict = json.loads(specdec("check", "--target", tiny_target, "--draft", tiny_draft, "--json").stdout)
+    assert verdict["ok"] is True
+
+
+def test_inspect_and_pairs_json(tiny_target):
+    info = json.loads(specdec("inspect", tiny_target, "--json").stdout)
+    assert info["arch"] == "llama" and info["vocab_type"] == "spm"
+    pairs = json.loads(specdec("pairs", "--method", "dspark", "--json").stdout)
+    assert {p["name"] for p in pairs} >= {"dspark-qwen3-8b", "dspark-gemma4-12b"}
+    assert all(p["method"] == "dspark" for p in pairs)
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------
+
+
+def test_ctrl_c_keeps_the_text_and_exits_130(tiny_target, tiny_draft):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specdec_cli", "run", "-t", tiny_target, "-d", tiny_draft, *EXACT,
+         "--ctx", "32768", "-n", "30000", "hello"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    first = proc.stdout.read(1)  # generation has started
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert first and len(first + rest) > 1
+    text = err.decode()
+    assert "Traceback" not in text and "stop: interrupted" in text
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).with_name("specdec")
+    if not exe.exists():
+        pytest.skip("package not installed with its console script (pip install -e .)")
+    assert subprocess.run([exe, "--help"], capture_output=True).returncode == 0

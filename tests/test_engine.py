@@ -1,0 +1,183 @@
+"""The speculative loop on synthetic f32 models: lossless, rolls back, stops where it should.
+
+The fixtures have clear logit margins, and flash attention is off with an f32 KV cache,
+so batched and single-token logits agree to ~5e-4 and greedy speculative output must be
+identical to the target alone (see the README's "Losslessness" section).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specdec_cli.engine.drafters.base import Drafter
+from specdec_cli.engine.llama import Context, ContextParams, Model
+from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.session import Session
+from specdec_cli.engine.verify import GreedyVerifier, SamplingParams
+from specdec_cli.errors import UsageError
+
+EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
+WORDS = "the and of to in is it that for on with as was hello world this are be at or you".split()
+
+
+def random_prompts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(1, 24))]
+        prompts.append(" ".join(words))
+    return prompts
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_target, tiny_draft):
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=8))
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def self_draft_engine(tiny_target):
+    """The target as its own draft: every proposal must be accepted."""
+    eng = Engine(tiny_target, tiny_target, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=6))
+    yield eng
+    eng.close()
+
+
+def greedy(n: int) -> GenOptions:
+    return GenOptions(max_tokens=n, sampling=SamplingParams(temp=0.0))
+
+
+@pytest.mark.parametrize("draft_max,p_min", [(1, 0.0), (2, 0.0), (4, 0.0), (8, 0.0), (4, 0.2), (8, 0.9)])
+def test_greedy_output_identical_to_target_alone(engine, draft_max, p_min):
+    engine.draft_options.draft_max = draft_max
+    engine.drafter.p_min = p_min
+    drafted = 0
+    for text in random_prompts(10, seed=draft_max):
+        tokens = engine.tokenize_prompt(text)
+        plain = engine.generate(tokens, greedy(48), use_draft=False)
+        spec = engine.generate(tokens, greedy(48))
+        assert spec.tokens == plain.tokens, text
+        assert spec.text == plain.text
+        assert spec.stats.n_accepted <= spec.stats.n_drafted
+        assert spec.stats.n_generated == len(spec.tokens)
+        drafted += spec.stats.n_drafted
+    if p_min < 0.9:
+        assert drafted > 0
+
+
+def test_self_draft_accepts_everything(self_draft_engine):
+    for text in random_prompts(6, seed=7):
+        tokens = self_draft_engine.tokenize_prompt(text)
+        plain = self_draft_engine.generate(tokens, greedy(40), use_draft=False)
+        spec = self_draft_engine.generate(tokens, greedy(40))
+        assert spec.tokens == plain.tokens
+        assert spec.stats.n_drafted > 0
+        assert spec.stats.n_accepted == spec.stats.n_drafted
+        assert spec.stats.tokens_per_pass > 3
+
+
+class ScriptedDrafter(Drafter):
+    """Proposes a known continuation, either exactly (all accepted) or off by one token id (all rejected)."""
+
+    method = "scripted"
+
+    def __init__(self, prompt_len: int, continuation: list[int], n_vocab: int, wrong: bool):
+        self.prompt_len, self.continuation, self.n_vocab, self.wrong = prompt_len, continuation, n_vocab, wrong
+
+    def draft(self, history, n_max):
+        start = len(history) - self.prompt_len
+        guess = self.continuation[start : start + n_max]
+        return [(t + 1) % self.n_vocab for t in guess] if self.wrong else guess
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_scripted_drafts_all_accepted_or_all_rejected(engine, wrong):
+    """All-rejected steps exercise the KV rollback on every pass; output must not change."""
+    target = engine.target_ctx
+    for text in random_prompts(5, seed=11):
+        tokens = engine.tokenize_prompt(text)
+        plain = engine.generate(tokens, greedy(40), use_draft=False)
+        drafter = ScriptedDrafter(len(tokens), plain.tokens, target.model.n_vocab, wrong)
+        session = Session(target, GreedyVerifier(), drafter, draft_max=5)
+        out = [t for step in session.run(tokens, 40) for t in step.tokens]
+        assert out == plain.tokens
+        st = session.stats
+        assert st.n_drafted > 0
+        assert st.n_accepted == (0 if wrong else st.n_drafted)
+
+
+def test_rollback_restores_the_cache(tiny_target):
+    """Logits after decode -> roll back -> decode again equal those of a fresh evaluation."""
+    model = Model(tiny_target)
+    ctx = Context(model, ContextParams(n_ctx=128, n_outputs_max=8, **EXACT))
+    try:
+        prompt = model.tokenize("hello world this is")
+        ctx.decode(prompt, 0, outputs="last")
+        fresh = ctx.logits(-1).copy()
+        ctx.decode([7, 8, 9, 10], len(prompt), outputs="all")
+        ctx.kv_keep_until(len(prompt) - 1)
+        ctx.decode(prompt[-1:], len(prompt) - 1, outputs="last")
+        assert abs(ctx.logits(-1) - fresh).max() < 1e-3
+    finally:
+        ctx.close()
+        model.close()
+
+
+def test_max_tokens_is_exact(engine):
+    tokens = engine.tokenize_prompt("hello world")
+    for n in (1, 2, 3, 7, 9, 17):
+        res = engine.generate(tokens, greedy(n))
+        assert res.stats.n_generated == len(res.tokens) <= n
+        if res.stats.stop_reason == "length":
+            assert len(res.tokens) == n
+
+
+def test_stop_string_cuts_the_text(engine):
+    tokens = engine.tokenize_prompt("the world is")
+    full = engine.generate(tokens, greedy(40), use_draft=False).text
+    assert len(full) > 6
+    stop = full[3:6]
+    res = engine.generate(tokens, GenOptions(max_tokens=40, stop=[stop]))
+    assert res.stats.stop_reason == "stop"
+    assert res.text == full[: full.find(stop)]
+
+
+def test_full_context_stops_cleanly(tiny_target, tiny_draft):
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=48, **EXACT), draft=DraftOptions(draft_max=8))
+    try:
+        n_ctx = eng.target_ctx.n_ctx  # llama.cpp may round the size up
+        tokens = eng.tokenize_prompt("hello world " * 6)
+        res = eng.generate(tokens, greedy(n_ctx * 2))
+        assert res.stats.stop_reason == "context"
+        assert len(tokens) + len(res.tokens) == n_ctx + 1  # the last token needs no cache slot
+        plain = eng.generate(tokens, greedy(n_ctx * 2), use_draft=False)
+        assert plain.tokens == res.tokens
+    finally:
+        eng.close()
+
+
+def test_prompt_longer_than_context_is_refused(tiny_target):
+    eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=16, **EXACT))
+    try:
+        with pytest.raises(UsageError, match="context"):
+            eng.tokenize_prompt("hello world " * 400)
+    finally:
+        eng.close()
+
+
+def test_sampling_runs_are_reproducible_with_a_seed(engine):
+    tokens = engine.tokenize_prompt("hello")
+    gen = GenOptions(max_tokens=24, sampling=SamplingParams(temp=0.9, seed=123))
+    a = engine.generate(tokens, gen)
+    b = engine.generate(tokens, gen)
+    assert a.tokens == b.tokens
+    assert a.stats.n_generated > 0
+
+
+def test_chat_template_renders(engine):
+    text = engine.render_chat([{"role": "user", "content": "hi"}])
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert engine.tokenize_prompt(text)[0] == engine.target_model.bos
