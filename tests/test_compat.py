@@ -1,0 +1,242 @@
+"""Pairing verdicts: llama.cpp's vocabulary rules, and specdec's base/size rules."""
+
+import json
+
+import numpy as np
+import pytest
+
+from specdec_cli.compat import Check, Verdict, check_base, check_pair, check_vocab
+from specdec_cli.gguf_meta import read_gguf
+from tiny_models import vocab_tokens, write_meta_gguf
+
+BASE_TOKENS = vocab_tokens("base")[0]
+
+
+@pytest.fixture(scope="module")
+def target(tiny_target):
+    return read_gguf(tiny_target)
+
+
+@pytest.fixture(scope="module")
+def draft(tiny_draft):
+    return read_gguf(tiny_draft)
+
+
+def variant(tmp_path, name="variant.gguf", vocab=None, **meta):
+    """A draft-like GGUF with the tiny vocabulary, some keys changed."""
+    return read_gguf(write_meta_gguf(tmp_path / name, vocab=vocab or "base", meta={
+        "general.basename": "Tiny-Llama", **meta}))
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+# --- classic draft ------------------------------------------------------------------
+
+
+def test_target_and_draft_are_compatible(target, draft):
+    v = check_pair(target, draft)
+    assert isinstance(v, Verdict)
+    assert v.ok and not v.errors and not v.warnings, v.to_dict()
+    checks = by_name(v.checks)
+    for name in ("vocab type", "bos", "eos", "vocab size", "token texts", "base"):
+        assert checks[name].ok, checks[name]
+    assert checks["vocab type"].detail == "both spm"
+    json.dumps(v.to_dict())
+
+
+def test_other_vocab_names_first_differing_token(target, tiny_other_vocab):
+    other = read_gguf(tiny_other_vocab)
+    v = check_pair(target, other)
+    assert not v.ok
+    texts = by_name(v.checks)["token texts"]
+    assert not texts.ok
+    t, o = BASE_TOKENS[261], other.tokens()[261]
+    assert texts.detail == f"token 261 differs: target {t!r}, draft {o!r}"
+    assert any("token 261 differs" in e for e in v.errors)
+    # type, specials and size agree: only the texts fail
+    assert [c.name for c in check_vocab(target, other) if not c.ok] == ["token texts"]
+
+
+def test_big_draft_is_an_error(target, tiny_big_draft):
+    big = read_gguf(tiny_big_draft)
+    v = check_pair(target, big)
+    assert not v.ok
+    [err] = v.errors
+    assert "larger than the target" in err and "swap them?" in err
+    assert "682K params" in err  # the target's count
+
+
+def test_same_model_as_draft_warns(target):
+    v = check_pair(target, target)
+    assert v.ok and any("as large as the target" in w for w in v.warnings)
+
+
+def test_registry_entry_size_mismatch_warns(target, draft):
+    errors, warnings = check_base(target, draft, entry_family="tiny-llama", entry_size="7b")
+    assert not errors
+    assert warnings == ["this draft is registered for tiny-llama 7b but the target is tiny-llama 682k"]
+    v = check_pair(target, draft, entry_family="tiny-llama", entry_size="7b")
+    assert v.ok and v.warnings == warnings
+
+
+def test_registry_entry_matching_is_quiet(target, draft):
+    assert check_base(target, draft, entry_family="tiny-llama", entry_size="682k") == ([], [])
+
+
+def test_registry_any_matches_everything(target, draft):
+    assert check_base(target, draft, entry_family="any", entry_size="any") == ([], [])
+    assert check_base(target, draft, entry_family="tiny-llama", entry_size="any") == ([], [])
+
+
+def test_different_family_only_warns(tmp_path, target):
+    other_family = variant(tmp_path, **{"general.basename": "Other-Model"})
+    v = check_pair(target, other_family)
+    assert v.ok
+    assert any("other-model" in w and "tiny-llama" in w for w in v.warnings)
+
+
+# --- each vocabulary rule ------------------------------------------------------------
+
+
+def test_vocab_size_difference_over_128(tmp_path, target):
+    big = variant(tmp_path, vocab=BASE_TOKENS + [f"x{i}" for i in range(200)])
+    c = by_name(check_vocab(target, big))
+    n = len(BASE_TOKENS)
+    assert not c["vocab size"].ok
+    assert c["vocab size"].detail == f"vocab sizes {n} vs {n + 200} differ by 200 (max 128)"
+    assert c["token texts"].ok  # the common prefix is identical
+
+
+def test_vocab_size_difference_within_128(tmp_path, target):
+    near = variant(tmp_path, vocab=BASE_TOKENS + [f"x{i}" for i in range(100)])
+    assert all(c.ok for c in check_vocab(target, near))
+
+
+def test_add_bos_differs(tmp_path, target):
+    c = by_name(check_vocab(target, variant(tmp_path, **{"tokenizer.ggml.add_bos_token": False})))
+    assert not c["bos"].ok and c["bos"].detail == "add_bos differs: target true, draft false"
+
+
+def test_bos_id_differs(tmp_path, target):
+    c = by_name(check_vocab(target, variant(tmp_path, **{"tokenizer.ggml.bos_token_id": 3})))
+    assert not c["bos"].ok and c["bos"].detail == "BOS ids differ: target 1, draft 3"
+
+
+def test_eos_ignored_unless_added(tmp_path, target):
+    # llama.cpp compares EOS ids only when add_eos is set
+    c = by_name(check_vocab(target, variant(tmp_path, **{"tokenizer.ggml.eos_token_id": 4})))
+    assert c["eos"].ok
+
+
+def test_eos_id_differs_when_added(tmp_path):
+    a = variant(tmp_path, "a.gguf", **{"tokenizer.ggml.add_eos_token": True})
+    b = variant(tmp_path, "b.gguf", **{"tokenizer.ggml.add_eos_token": True, "tokenizer.ggml.eos_token_id": 4})
+    c = by_name(check_vocab(a, b))
+    assert not c["eos"].ok and c["eos"].detail == "EOS ids differ: target 2, draft 4"
+
+
+def test_vocab_type_differs(tmp_path, target):
+    bpe = variant(tmp_path, **{"tokenizer.ggml.model": "gpt2"})
+    c = by_name(check_vocab(target, bpe))
+    assert not c["vocab type"].ok and c["vocab type"].detail == "vocab types differ: target spm, draft bpe"
+
+
+def test_special_tokens_below_5_are_not_compared(tmp_path, target):
+    toks = list(BASE_TOKENS)
+    toks[3], toks[4] = "<|user|>", "<|end|>"
+    assert by_name(check_vocab(target, variant(tmp_path, vocab=toks)))["token texts"].ok
+
+
+# --- eagle3 / dflash / dspark heads --------------------------------------------------
+
+
+@pytest.fixture()
+def qwen3_8b(tmp_path):
+    return read_gguf(write_meta_gguf(tmp_path / "qwen3-8b.gguf", arch="qwen3", meta={
+        "general.name": "Qwen3 8B", "general.basename": "Qwen3", "general.size_label": "8.2B",
+        "qwen3.block_count": 36, "qwen3.embedding_length": 4096}))
+
+
+def head(tmp_path, arch="eagle3", name="eagle3_qwen3_8b", layers=(2, 18, 33), width=4096,
+         vocab=None, markov=False):
+    meta = {"general.name": name, f"{arch}.block_count": 1, f"{arch}.embedding_length": width,
+            f"{arch}.target_layers": list(layers)}
+    if arch == "eagle3":
+        meta["eagle3.target_hidden_size"] = width
+    tensors = {"output_norm.weight": np.ones(8, dtype=np.float32)}
+    if markov:
+        tensors["markov_w1.weight"] = np.zeros((4, 8), dtype=np.float32)
+    return read_gguf(write_meta_gguf(tmp_path / f"{name}.gguf", arch=arch, vocab=vocab,
+                                     meta=meta, tensors=tensors))
+
+
+def test_eagle3_for_the_right_base(tmp_path, qwen3_8b):
+    v = check_pair(qwen3_8b, head(tmp_path))
+    assert v.ok, v.to_dict()
+    assert by_name(v.checks)["vocab"].detail.startswith("the draft has no vocabulary")
+
+
+def test_head_for_another_family_is_an_error(tmp_path, qwen3_8b):
+    v = check_pair(qwen3_8b, head(tmp_path, name="eagle3_gemma4_12b_ttt7", width=4096))
+    assert not v.ok
+    assert any("eagle3 draft made for gemma4 12b, target is qwen3 8b" in e for e in v.errors)
+
+
+def test_head_for_another_size_warns(tmp_path, qwen3_8b):
+    v = check_pair(qwen3_8b, head(tmp_path, arch="dflash", name="dspark_qwen3_14b_block7", markov=True))
+    assert v.ok, v.errors
+    assert v.warnings == ["draft made for qwen3 14b, target is qwen3 8b: acceptance will collapse"]
+
+
+def test_entry_family_overrides_name(tmp_path, qwen3_8b):
+    nameless = head(tmp_path, name="draft-head")
+    errors, warnings = check_base(qwen3_8b, nameless, method="eagle3", entry_family="qwen3", entry_size="14b")
+    assert not errors and warnings == ["draft made for qwen3 14b, target is qwen3 8b: acceptance will collapse"]
+    errors, _ = check_base(qwen3_8b, nameless, method="eagle3", entry_family="llama3.1", entry_size="8b")
+    assert errors == ["eagle3 draft made for llama3.1 8b, target is qwen3 8b"]
+
+
+def test_head_width_mismatch(tmp_path, qwen3_8b):
+    v = check_pair(qwen3_8b, head(tmp_path, width=5120))
+    assert any("expects target hidden size 5120, the target has 4096" in e for e in v.errors)
+
+
+def test_head_layers_beyond_target(tmp_path, qwen3_8b):
+    v = check_pair(qwen3_8b, head(tmp_path, arch="dflash", name="qwen3_8b_dflash", layers=(1, 20, 40)))
+    assert any("reads target layers [1, 20, 40], but the target has only 36 layers" in e for e in v.errors)
+
+
+def test_eagle3_needs_three_layers(tmp_path, qwen3_8b):
+    v = check_pair(qwen3_8b, head(tmp_path, layers=(2, 18)))
+    assert any("exactly 3 target layers" in e for e in v.errors)
+
+
+def test_head_with_vocab_is_vocab_checked(tmp_path, target):
+    toks = vocab_tokens("other")[0]
+    h = head(tmp_path, arch="dflash", name="tiny_llama_dflash", layers=(1, 2), width=128, vocab=toks)
+    v = check_pair(target, h)
+    assert not by_name(v.checks)["token texts"].ok and not v.ok
+
+
+def test_method_must_match_the_file(tmp_path, target, draft, qwen3_8b):
+    v = check_pair(target, draft, method="eagle3")
+    assert not v.ok and any("needs an eagle3 draft" in e and "plain model" in e for e in v.errors)
+    h = head(tmp_path)
+    v = check_pair(qwen3_8b, h, method="draft")
+    assert not v.ok and any("use method eagle3" in e for e in v.errors)
+    v = check_pair(h, qwen3_8b)
+    assert not v.ok and any("the target is an eagle3 draft head" in e for e in v.errors)
+
+
+def test_unknown_method(target, draft):
+    with pytest.raises(ValueError):
+        check_pair(target, draft, method="medusa")
+
+
+def test_check_dataclass_and_verdict_dict():
+    c = Check("x", True, "fine")
+    v = Verdict(ok=True, checks=[c], errors=[], warnings=["w"])
+    assert v.to_dict() == {"ok": True, "checks": [{"name": "x", "ok": True, "detail": "fine"}],
+                           "errors": [], "warnings": ["w"]}
