@@ -22,7 +22,7 @@ def run_demo(max_tokens: int = 128) -> int:
 
     target = ensure_model(DEMO_TARGET)
     draft = ensure_model(DEMO_DRAFT)
-    engine = Engine(target, draft, options=EngineOptions(n_ctx=2048), draft=DraftOptions(draft_max=4))
+    engine = Engine(target, draft, options=EngineOptions(n_ctx=2048), draft=DraftOptions())
     colour = console.ansi_ok(sys.stdout)
     try:
         tokens = engine.tokenize_prompt(engine.render_chat([{"role": "user", "content": DEMO_PROMPT}]))

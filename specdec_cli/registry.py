@@ -49,9 +49,10 @@ class PairEntry:
     target_file: str | None = None
     target_quant: str | None = None
     target_path: str | None = None
-    draft_max: int = 8
-    draft_min: int = 0
-    draft_p_min: float = 0.0
+    # recommended settings; None = specdec's own default (see engine.runner.DraftOptions)
+    draft_max: int | None = None
+    draft_min: int | None = None
+    draft_p_min: float | None = None
     notes: str = ""
     source: str = ""  # the file the entry came from (for messages)
 
@@ -299,17 +300,19 @@ def _build_entry(raw: dict[str, Any], index: int, where: str) -> PairEntry:
     if "target_file" in raw and re.search(r"\{(?!quant\})", raw["target_file"]):
         raise fail("field 'target_file' may only contain the placeholder {quant}", "e.g. \"Qwen3-8B-{quant}.gguf\"")
 
-    draft_max = raw.get("draft_max", PairEntry.draft_max)
-    draft_min = raw.get("draft_min", PairEntry.draft_min)
-    p_min = float(raw.get("draft_p_min", PairEntry.draft_p_min))
-    if draft_max < 1:
+    draft_max = raw.get("draft_max")
+    draft_min = raw.get("draft_min")
+    p_min = float(raw["draft_p_min"]) if "draft_p_min" in raw else None
+    if draft_max is not None and draft_max < 1:
         raise fail(f"field 'draft_max' must be at least 1, not {draft_max}", "e.g. draft_max = 8")
-    if draft_min < 0:
+    if draft_min is not None and draft_min < 0:
         raise fail(f"field 'draft_min' must be 0 or more, not {draft_min}", "e.g. draft_min = 0")
-    if draft_min > draft_max:
+    if draft_min is not None and draft_max is None:
+        raise fail("field 'draft_min' needs draft_max in the same entry", "add draft_max = N (N >= draft_min)")
+    if draft_min is not None and draft_min > draft_max:
         raise fail(f"field 'draft_min' ({draft_min}) is larger than draft_max ({draft_max})",
                    "lower draft_min or raise draft_max")
-    if not 0.0 <= p_min <= 1.0:
+    if p_min is not None and not 0.0 <= p_min <= 1.0:
         raise fail(f"field 'draft_p_min' must be between 0 and 1, not {p_min}", "e.g. draft_p_min = 0.75")
 
     return PairEntry(

@@ -15,12 +15,6 @@ from . import console
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from .prompts import PromptItem, read_batch, read_prompt
 
-# Defaults when neither a flag nor the registry entry says otherwise. See the README's
-# "Choosing draft settings" for the measurements behind them.
-DEFAULT_DRAFT_MAX = 8
-DEFAULT_DRAFT_MIN = 0
-DEFAULT_DRAFT_P_MIN = 0.0
-
 
 @dataclass
 class RunRequest:
@@ -78,11 +72,11 @@ def run_request(req: RunRequest) -> int:
     for w in sel.warnings:
         console.warn(w)
 
-    entry = sel.entry
+    entry, default = sel.entry, DraftOptions()
     draft_opts = DraftOptions(
-        draft_max=_pick(req.draft_max, entry and entry.draft_max, DEFAULT_DRAFT_MAX),
-        draft_min=_pick(req.draft_min, entry and entry.draft_min, DEFAULT_DRAFT_MIN),
-        p_min=_pick(req.draft_p_min, entry and entry.draft_p_min, DEFAULT_DRAFT_P_MIN),
+        draft_max=_pick(req.draft_max, entry and entry.draft_max, default.draft_max),
+        draft_min=_pick(req.draft_min, entry and entry.draft_min, default.draft_min),
+        p_min=_pick(req.draft_p_min, entry and entry.draft_p_min, default.p_min),
     )
     ngl = req.gpu_layers if req.gpu_layers is not None else (-1 if supports_gpu_offload() else 0)
     engine_opts = EngineOptions(

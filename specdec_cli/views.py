@@ -33,7 +33,7 @@ def pairs_table(entries) -> None:
         table.add_column(col)
     for e in entries:
         source = e.draft_path or (f"{e.draft_repo}/{e.draft_file}" if e.draft_repo else "(none)")
-        table.add_row(e.name, e.method, f"{e.target_family} {e.target_size}", source, str(e.draft_max), f"{e.draft_p_min:g}")
+        table.add_row(e.name, e.method, f"{e.target_family} {e.target_size}", source, _s(e.draft_max), _s(e.draft_p_min))
     out.print(table)
     if not entries:
         out.print("no pairs match")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-EXACT = ["--flash-attn", "off", "--cache-type-k", "f32", "--cache-type-v", "f32"]
+# f32 numerics for exact comparisons; p-min 0 because the random tiny draft is never confident
+EXACT = ["--flash-attn", "off", "--cache-type-k", "f32", "--cache-type-v", "f32", "--draft-p-min", "0"]
 
 
 def specdec(*args, stdin: str | None = None, env: dict | None = None, timeout: int = 120):
@@ -212,3 +213,37 @@ def test_console_script_is_installed():
     if not exe.exists():
         pytest.skip("package not installed with its console script (pip install -e .)")
     assert subprocess.run([exe, "--help"], capture_output=True).returncode == 0
+
+
+# --- --pair through a registry and the Hugging Face cache ------------------------------------
+
+
+def _fake_hf_cache(root: Path, repo: str, src: Path) -> None:
+    folder = root / ("models--" + repo.replace("/", "--"))
+    snap = folder / "snapshots" / "0123456789abcdef"
+    snap.mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("0123456789abcdef")
+    (snap / src.name).write_bytes(src.read_bytes())
+
+
+def test_run_pair_resolves_from_the_hf_cache(tiny_target, tiny_draft, tmp_path):
+    cache = tmp_path / "hub"
+    _fake_hf_cache(cache, "tiny/target-GGUF", tiny_target)
+    _fake_hf_cache(cache, "tiny/draft-GGUF", tiny_draft)
+    reg = tmp_path / "pairs.toml"
+    reg.write_text(
+        '[[pair]]\nname = "tiny-pair"\nmethod = "draft"\n'
+        'draft_repo = "tiny/draft-GGUF"\ndraft_file = "tiny-draft-*.gguf"\n'
+        'target_family = "tiny-llama"\ntarget_size = "682k"\n'
+        f'target_repos = ["tiny/target-GGUF"]\ntarget_file = "{tiny_target.name}"\n'
+        "draft_max = 3\ndraft_p_min = 0.0\n"
+    )
+    env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    proc = specdec("run", "--registry", reg, "--pair", "tiny-pair", "-n", "12", "--json", *EXACT, "hello", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["draft_max"] == 3 and out["n_drafted"] > 0
+    assert Path(out["target"]).name == tiny_target.name and Path(out["draft"]).name == tiny_draft.name
+    missing = specdec("run", "--registry", reg, "--pair", "tiny-pair", "hello", env={"HF_HUB_CACHE": str(tmp_path / "empty")})
+    assert_one_line_error(missing, 1, "not on this machine", "tiny/draft-GGUF")

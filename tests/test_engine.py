@@ -33,7 +33,7 @@ def random_prompts(n: int, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def engine(tiny_target, tiny_draft):
-    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=8))
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=8, p_min=0.0))
     yield eng
     eng.close()
 
@@ -41,7 +41,7 @@ def engine(tiny_target, tiny_draft):
 @pytest.fixture(scope="module")
 def self_draft_engine(tiny_target):
     """The target as its own draft: every proposal must be accepted."""
-    eng = Engine(tiny_target, tiny_target, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=6))
+    eng = Engine(tiny_target, tiny_target, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=6, p_min=0.0))
     yield eng
     eng.close()
 
@@ -146,7 +146,7 @@ def test_stop_string_cuts_the_text(engine):
 
 
 def test_full_context_stops_cleanly(tiny_target, tiny_draft):
-    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=48, **EXACT), draft=DraftOptions(draft_max=8))
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=48, **EXACT), draft=DraftOptions(draft_max=8, p_min=0.0))
     try:
         n_ctx = eng.target_ctx.n_ctx  # llama.cpp may round the size up
         tokens = eng.tokenize_prompt("hello world " * 6)

@@ -180,7 +180,7 @@ def test_home_is_shown_as_tilde(tmp_path, monkeypatch):
 def test_valid_entry_fields_and_defaults(tmp_path):
     path = write(tmp_path / "ok.toml", MINIMAL + 'draft_p_min = 1\ntarget_repos = ["x/y"]\ntarget_file = "m-{quant}.gguf"\n')
     (e,) = R.parse_registry_file(path)
-    assert e.draft_file == "*.gguf" and e.draft_max == 8 and e.draft_min == 0
+    assert e.draft_file == "*.gguf" and e.draft_max is None and e.draft_min is None
     assert e.draft_p_min == 1.0 and isinstance(e.draft_p_min, float)
     assert e.target_repos == ("x/y",) and e.source.endswith("ok.toml")
     assert R.parse_registry_file(write(tmp_path / "empty.toml", "# nothing yet\n")) == []
