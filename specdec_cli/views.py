@@ -28,12 +28,15 @@ def human_count(n: int | None) -> str:
 
 
 def pairs_table(entries) -> None:
+    wide = out.width >= 120  # the draft's source only fits a wide terminal; --json always has it
     table = Table(title=None, box=None, header_style="bold")
-    for col in ("name", "method", "target", "draft source", "draft max", "p-min"):
-        table.add_column(col)
+    for col in ("name", "method", "target", "draft max", "p-min") + (("draft source",) if wide else ()):
+        table.add_column(col, no_wrap=True)
     for e in entries:
-        source = e.draft_path or (f"{e.draft_repo}/{e.draft_file}" if e.draft_repo else "(none)")
-        table.add_row(e.name, e.method, f"{e.target_family} {e.target_size}", source, _s(e.draft_max), _s(e.draft_p_min))
+        row = [e.name, e.method, f"{e.target_family} {e.target_size}", _s(e.draft_max), _s(e.draft_p_min)]
+        if wide:
+            row.append(e.draft_path or e.draft_repo or "(none)")
+        table.add_row(*row)
     out.print(table)
     if not entries:
         out.print("no pairs match")
@@ -42,8 +45,8 @@ def pairs_table(entries) -> None:
 def info_table(info) -> None:
     d = info.to_dict()
     table = Table(box=None, show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     rows = [
         ("file", str(info.path)),
         ("size", human_bytes(info.file_size)),
@@ -70,9 +73,9 @@ def info_table(info) -> None:
 
 def verdict_table(verdict, tinfo, dinfo) -> None:
     table = Table(box=None, header_style="bold")
-    table.add_column("check")
-    table.add_column("result")
-    table.add_column("detail")
+    table.add_column("check", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("detail", overflow="fold")
     for c in verdict.checks:
         table.add_row(c.name, "ok" if c.ok else "FAIL", c.detail, style=None if c.ok else "red")
     out.print(table)
