@@ -30,6 +30,9 @@ app = typer.Typer(
 FlashAttn = Enum("FlashAttn", {v: v for v in ("auto", "on", "off")}, type=str)
 CacheType = Enum("CacheType", {v: v for v in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")}, type=str)
 
+NglOpt = typer.Option("auto", "-ngl", "--gpu-layers", help="Target layers on the GPU: auto (the most that fit), all, or a number.")
+NgldOpt = typer.Option("auto", "-ngld", "--gpu-layers-draft", help="Draft layers on the GPU: auto, all, or a number.")
+MarginOpt = typer.Option(1.0, "--margin", min=0.0, help="GiB to keep free on each GPU when choosing the offload.")
 RegistryOpt = typer.Option(None, "--registry", help="Extra pairs.toml to merge over the built-in and user registries.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
 
@@ -112,8 +115,10 @@ def run(
     stop: list[str] = typer.Option([], "--stop", help="Stop at this string (repeatable)."),
     ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default: physical cores)."),
-    gpu_layers: Optional[int] = typer.Option(None, "-ngl", "--gpu-layers", min=-1, help="Target layers on the GPU (-1 = all; default all when a GPU backend is present)."),
-    gpu_layers_draft: Optional[int] = typer.Option(None, "-ngld", "--gpu-layers-draft", min=-1, help="Draft layers on the GPU (default: as the target)."),
+    gpu_layers: str = NglOpt,
+    gpu_layers_draft: str = NgldOpt,
+    margin: float = MarginOpt,
+    force: bool = typer.Option(False, "--force", help="Run even if the memory check says it does not fit."),
     draft_max: Optional[int] = typer.Option(None, "--draft-max", min=1, max=64, help="Most tokens drafted per step."),
     draft_min: Optional[int] = typer.Option(None, "--draft-min", min=0, help="Drop drafts shorter than this."),
     draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", min=0.0, max=1.0, help="Stop drafting below this draft confidence."),
@@ -135,6 +140,42 @@ def run(
     req = RunRequest(**{k: v for k, v in args.items() if k in RunRequest.__dataclass_fields__})
     code = run_request(req)
     raise typer.Exit(code)
+
+
+@app.command()
+def budget(
+    target: Path = typer.Option(..., "--target", "-t", help="Target GGUF."),
+    draft: Optional[Path] = typer.Option(None, "--draft", "-d", help="Draft GGUF."),
+    ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
+    gpu_layers: str = NglOpt,
+    gpu_layers_draft: str = NgldOpt,
+    margin: float = MarginOpt,
+    draft_max: int = typer.Option(4, "--draft-max", min=1, max=64, help="Draft length (sizes the target's output buffer)."),
+    flash_attn: FlashAttn = typer.Option(FlashAttn.auto, "--flash-attn", help="Flash attention."),
+    cache_type_k: CacheType = typer.Option(CacheType.f16, "--cache-type-k", help="KV cache type for K."),
+    cache_type_v: CacheType = typer.Option(CacheType.f16, "--cache-type-v", help="KV cache type for V."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
+    from .budget import parse_layers, plan, suggestions
+    from .gguf_meta import read_gguf
+    from .views import budget_table
+
+    tinfo = read_gguf(target)
+    dinfo = read_gguf(draft) if draft else None
+    est = plan(
+        tinfo, dinfo, n_ctx=ctx, cache_type_k=cache_type_k.value, cache_type_v=cache_type_v.value,
+        flash_attn=flash_attn.value, draft_max=draft_max, margin_gib=margin,
+        ngl_target=parse_layers(gpu_layers, "-ngl"), ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
+    )
+    if as_json:
+        console.write_json(est.to_dict())
+    else:
+        budget_table(est)
+        if not est.fits:
+            for tip in suggestions(est):
+                console.note(f"to fit: {tip}")
+    raise typer.Exit(0 if est.fits else 1)
 
 
 @app.command()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import console
-from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, SpecdecError, UsageError
 from .prompts import PromptItem, read_batch, read_prompt
 
 
@@ -34,8 +34,10 @@ class RunRequest:
     stop: list[str] = field(default_factory=list)
     ctx: int = 4096
     threads: int | None = None
-    gpu_layers: int | None = None
-    gpu_layers_draft: int | None = None
+    gpu_layers: str = "auto"
+    gpu_layers_draft: str = "auto"
+    margin: float = 1.0
+    force: bool = False
     draft_max: int | None = None
     draft_min: int | None = None
     draft_p_min: float | None = None
@@ -52,7 +54,6 @@ class RunRequest:
 
 
 def run_request(req: RunRequest) -> int:
-    from .engine.llama import supports_gpu_offload
     from .engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
     from .engine.verify import SamplingParams
     from .registry import load_registry
@@ -78,12 +79,12 @@ def run_request(req: RunRequest) -> int:
         draft_min=_pick(req.draft_min, entry and entry.draft_min, default.draft_min),
         p_min=_pick(req.draft_p_min, entry and entry.draft_p_min, default.p_min),
     )
-    ngl = req.gpu_layers if req.gpu_layers is not None else (-1 if supports_gpu_offload() else 0)
+    est = _check_memory(sel, draft_opts, req)
     engine_opts = EngineOptions(
         n_ctx=req.ctx,
         threads=req.threads,
-        gpu_layers=ngl,
-        gpu_layers_draft=req.gpu_layers_draft,
+        gpu_layers=est.ngl_target,
+        gpu_layers_draft=est.ngl_draft,
         flash_attn=req.flash_attn,
         cache_type_k=req.cache_type_k,
         cache_type_v=req.cache_type_v,
@@ -114,6 +115,39 @@ def run_request(req: RunRequest) -> int:
         return _run_one(engine, items[0], gen, req, meta)
     finally:
         engine.close()
+
+
+def _check_memory(sel, draft_opts, req: RunRequest):
+    """Budget the setup before loading anything; choose the offload when -ngl is auto; refuse if it cannot fit."""
+    from .budget import parse_layers, plan, suggestions
+    from .views import budget_table
+
+    est = plan(
+        sel.target_info,
+        sel.draft_info,
+        n_ctx=req.ctx,
+        cache_type_k=req.cache_type_k,
+        cache_type_v=req.cache_type_v,
+        flash_attn=req.flash_attn,
+        draft_max=draft_opts.draft_max,
+        ngl_target=parse_layers(req.gpu_layers, "-ngl"),
+        ngl_draft=parse_layers(req.gpu_layers_draft, "-ngld"),
+        margin_gib=req.margin,
+    )
+    short = [(d, est.short(d)) for d in est.devices if d.usable and est.short(d)]
+    if short and not req.force:
+        budget_table(est, console.err)
+        dev, missing = max(short, key=lambda x: x[1])
+        raise SpecdecError(
+            f"this setup does not fit in memory: short by {missing / 2**30:.2f} GiB on {dev.name}",
+            hint="to fit, try " + "; ".join(suggestions(est)) + "; or --force to run anyway",
+        )
+    if short:
+        console.warn("the memory check says this does not fit; running anyway (--force)")
+    if not req.quiet and any(d.is_gpu for d in est.devices):
+        auto = " (auto)" if req.gpu_layers == "auto" else ""
+        console.note(f"offload{auto}: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}")
+    return est
 
 
 def _pick(flag, registry_value, default):

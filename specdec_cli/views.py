@@ -89,3 +89,27 @@ def verdict_table(verdict, tinfo, dinfo) -> None:
 
 def _s(v) -> str:
     return "-" if v is None else str(v)
+
+
+def budget_table(est, console=None) -> None:
+    """Component, device and bytes, then each device's total against its free memory."""
+    con = console or out
+    table = Table(box=None, header_style="bold")
+    for col, just in (("model", "left"), ("component", "left"), ("device", "left"), ("size", "right")):
+        table.add_column(col, justify=just, no_wrap=True)
+    for c in est.components:
+        table.add_row(c.model, c.what, c.device, human_bytes(c.bytes))
+    con.print(table)
+    for d in est.devices:
+        if not d.usable:
+            con.print(f"{d.name} ({d.description}): not usable by this llama-cpp-python build "
+                      f"(reinstall with CMAKE_ARGS=\"-DGGML_CUDA=on\")", markup=False)
+            continue
+        need = est.used(d.name)
+        margin = f" + {human_bytes(est.margin)} margin" if d.is_gpu and est.margin else ""
+        short = est.short(d)
+        verdict = "fits" if short == 0 else f"short by {short / 2**30:.2f} GiB"
+        con.print(f"{d.name}: needs {human_bytes(need)}{margin} of {human_bytes(d.free)} free: {verdict}", markup=False)
+    gpus = [d for d in est.devices if d.is_gpu]
+    if gpus:
+        con.print(f"offload: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}", markup=False)

@@ -247,3 +247,28 @@ def test_run_pair_resolves_from_the_hf_cache(tiny_target, tiny_draft, tmp_path):
     assert Path(out["target"]).name == tiny_target.name and Path(out["draft"]).name == tiny_draft.name
     missing = specdec("run", "--registry", reg, "--pair", "tiny-pair", "hello", env={"HF_HUB_CACHE": str(tmp_path / "empty")})
     assert_one_line_error(missing, 1, "not on this machine", "tiny/draft-GGUF")
+
+
+# --- memory budget --------------------------------------------------------------------------
+
+
+def test_budget_fits_and_json(tiny_target, tiny_draft):
+    proc = specdec("budget", "-t", tiny_target, "-d", tiny_draft, "--ctx", "1024")
+    assert proc.returncode == 0, proc.stderr
+    assert "fits" in proc.stdout and "KV cache" in proc.stdout
+    data = json.loads(specdec("budget", "-t", tiny_target, "-d", tiny_draft, "--json").stdout)
+    assert data["fits"] is True
+    assert {c["model"] for c in data["components"]} == {"target", "draft"}
+
+
+def test_budget_and_run_refuse_what_cannot_fit(tiny_target):
+    huge = ["--ctx", "400000000"]
+    proc = specdec("budget", "-t", tiny_target, *huge)
+    assert proc.returncode == 1 and "short by" in proc.stdout
+    run = specdec("run", "-t", tiny_target, "--no-draft", *huge, "hello")
+    assert_one_line_error(run, 1, "does not fit", "--ctx", "--force")
+    assert "KV cache" in run.stderr  # the table came first
+
+
+def test_bad_gpu_layers_value(tiny_target):
+    assert_one_line_error(specdec("run", "-t", tiny_target, "-ngl", "many", "hi"), 2, "-ngl")

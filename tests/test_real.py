@@ -72,3 +72,33 @@ def test_smollm_cannot_draft_for_qwen(real_target, real_smollm):
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
     assert run.returncode == 1 and "vocab" in run.stderr and "Traceback" not in run.stderr
+
+
+RSS_PROBE = """
+import json, sys, psutil
+from specdec_cli.engine import llama as L
+from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+L.init_backend()
+proc = psutil.Process()
+before = proc.memory_info().rss
+eng = Engine(sys.argv[1], sys.argv[2], options=EngineOptions(n_ctx=int(sys.argv[3])), draft=DraftOptions(draft_max=4))
+eng.generate(eng.tokenize_prompt("def add(a, b):"), GenOptions(max_tokens=2))
+print(json.dumps({"rss_increase": proc.memory_info().rss - before}))
+"""
+
+
+@pytest.mark.parametrize("n_ctx", [4096, 8192])
+def test_host_memory_estimate_within_ten_percent(real_target, real_draft, n_ctx):
+    """Load both models and run a step in a fresh process; its RSS growth vs the estimate."""
+    from specdec_cli.budget import plan
+    from specdec_cli.gguf_meta import read_gguf
+
+    proc = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE, str(real_target), str(real_draft), str(n_ctx)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])["rss_increase"]
+    est = plan(read_gguf(real_target), read_gguf(real_draft), n_ctx=n_ctx, draft_max=4)
+    estimated = est.used("CPU")
+    assert abs(estimated - measured) / measured < 0.10, (estimated, measured)

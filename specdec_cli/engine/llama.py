@@ -45,7 +45,7 @@ class _Log:
     """Captures llama.cpp's log so it only reaches stderr with --verbose, but stays available for errors."""
 
     def __init__(self) -> None:
-        self.lines: deque[str] = deque(maxlen=400)
+        self.lines: deque[str] = deque(maxlen=5000)
         self.verbose = False
         self._partial = ""
         self._cb = None
