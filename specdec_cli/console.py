@@ -43,3 +43,13 @@ def write_text(text: str) -> None:
 def write_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+def progress():
+    """A progress bar with an ETA on stderr (drawn only on a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=err, transient=True,
+    )

@@ -1,0 +1,52 @@
+"""Charts of a bench run (needs the ``plot`` extra: ``pip install 'specdec[plot]'``).
+
+Two panels: decode tokens/s with the draft off and on (the recommended setting of each
+scenario) per scenario, and the overall speedup against draft length, one line per p-min.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+from .report import Row
+
+
+def plot(rows: list[Row], rec: dict, path: Path) -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib", hint="pip install 'specdec[plot]'") from None
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot takes a .png or .svg file, not {path.name}")
+    scenarios = [s for s in dict.fromkeys(r.scenario for r in rows) if s != "overall"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+
+    off = [next(r.tokens_per_second for r in rows if r.scenario == s and not r.config.use_draft) for s in scenarios]
+    on = []
+    for s in scenarios:
+        drafted = [r for r in rows if r.scenario == s and r.config.use_draft]
+        on.append(max(drafted, key=lambda r: r.speedup).tokens_per_second if drafted else 0.0)
+    x = range(len(scenarios))
+    ax1.bar([i - 0.2 for i in x], off, width=0.4, label="target alone")
+    ax1.bar([i + 0.2 for i in x], on, width=0.4, label="with draft (best setting)")
+    ax1.set_xticks(list(x), scenarios, rotation=20)
+    ax1.set_ylabel("decode tokens/s")
+    ax1.legend()
+
+    overall = [r for r in rows if r.scenario == "overall" and r.config.use_draft]
+    for p_min in sorted({r.config.p_min for r in overall}):
+        pts = sorted((r.config.draft_max, r.speedup) for r in overall if r.config.p_min == p_min)
+        ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"p-min {p_min:g}")
+    ax2.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax2.set_xlabel("draft-max")
+    ax2.set_ylabel("speedup vs target alone (median)")
+    ax2.legend()
+    fig.suptitle(f"recommended: {rec['overall']['label']}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

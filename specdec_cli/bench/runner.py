@@ -1,0 +1,150 @@
+"""Measuring speculation on against off: every prompt, every setting, alternating, in one process.
+
+For each prompt and repeat, the target alone runs first and then each draft setting, so
+slow drift of a noisy machine touches all of them alike; speedups are ratios taken within
+one (prompt, repeat) group. A short warm-up comes before anything is timed. Greedy outputs
+are compared with the target alone's; where one differs, an extra untimed traced run of
+the target alone measures the logit margin at the first divergence.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from ..divergence import first_divergence
+from ..engine.runner import Engine, GenOptions
+from ..engine.verify import SamplingParams
+from ..prompts import PromptItem
+
+
+@dataclass(frozen=True)
+class Config:
+    """One setting to measure: the target alone, or the draft with a draft length and p-min."""
+
+    use_draft: bool
+    draft_max: int = 0
+    p_min: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"draft-max {self.draft_max}, p-min {self.p_min:g}" if self.use_draft else "no draft"
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "use_draft": self.use_draft, "draft_max": self.draft_max, "p_min": self.p_min}
+
+
+BASELINE = Config(use_draft=False)
+
+
+def grid(draft_max: list[int], p_min: list[float]) -> list[Config]:
+    return [BASELINE] + [Config(True, n, p) for n in draft_max for p in p_min]
+
+
+@dataclass
+class Sample:
+    scenario: str
+    prompt_id: str
+    repeat: int
+    config: Config
+    n_prompt: int
+    n_generated: int
+    prompt_seconds: float
+    first_token_seconds: float | None
+    decode_tokens_per_second: float | None
+    n_drafted: int
+    n_accepted: int
+    acceptance_rate: float | None
+    tokens_per_pass: float | None
+    overhead_fraction: float | None  # decode-loop time outside llama_decode, as a fraction
+    peak_rss: int  # the process's peak resident memory so far, bytes
+    tokens: list[int] = field(repr=False, default_factory=list)
+    divergence: dict | None = None  # vs the target alone, when the outputs differ
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["config"] = self.config.to_dict()
+        return d
+
+
+def peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def _configure(engine: Engine, cfg: Config) -> None:
+    if cfg.use_draft:
+        engine.set_draft(draft_max=cfg.draft_max, p_min=cfg.p_min)
+
+
+def run_bench(
+    engine: Engine,
+    scenarios: dict[str, list[PromptItem]],
+    configs: list[Config],
+    *,
+    repeats: int = 1,
+    max_tokens: int = 128,
+    render: Callable[[PromptItem], list[int]],
+    on_sample: Callable[[Sample], None] | None = None,
+) -> list[Sample]:
+    """Run every (scenario, prompt, repeat, config); ``render`` turns a prompt into tokens."""
+    gen = GenOptions(max_tokens=max_tokens, sampling=SamplingParams(temp=0.0))
+    encoded = {(s, i): render(item) for s, items in scenarios.items() for i, item in enumerate(items)}
+    first = next(iter(encoded.values()))
+    engine.generate(first, GenOptions(max_tokens=8), use_draft=False)  # warm-up: caches, thread pools
+    if any(c.use_draft for c in configs):
+        _configure(engine, next(c for c in configs if c.use_draft))
+        engine.generate(first, GenOptions(max_tokens=8))
+    samples: list[Sample] = []
+    for (scenario, i), tokens in encoded.items():
+        item = scenarios[scenario][i]
+        pid = str(item.id if item.id is not None else f"{scenario}-{i + 1}")
+        for rep in range(repeats):
+            baseline_tokens: list[int] | None = None
+            for cfg in configs:
+                _configure(engine, cfg)
+                sample = _measure(engine, tokens, gen, cfg, scenario, pid, rep)
+                if not cfg.use_draft:
+                    baseline_tokens = sample.tokens
+                elif baseline_tokens is not None and sample.tokens != baseline_tokens:
+                    sample.divergence = _divergence(engine, tokens, gen, sample.tokens)
+                samples.append(sample)
+                if on_sample:
+                    on_sample(sample)
+    return samples
+
+
+def _measure(engine: Engine, tokens, gen, cfg: Config, scenario: str, pid: str, rep: int) -> Sample:
+    busy_before = engine.busy_seconds()
+    res = engine.generate(tokens, gen, use_draft=cfg.use_draft)
+    s = res.stats
+    busy = engine.busy_seconds() - busy_before
+    outside = max(0.0, s.prompt_seconds + s.decode_seconds - busy)
+    return Sample(
+        scenario=scenario,
+        prompt_id=pid,
+        repeat=rep,
+        config=cfg,
+        n_prompt=s.n_prompt,
+        n_generated=s.n_generated,
+        prompt_seconds=s.prompt_seconds,
+        first_token_seconds=s.first_token_seconds,
+        decode_tokens_per_second=s.tokens_per_second,
+        n_drafted=s.n_drafted,
+        n_accepted=s.n_accepted,
+        acceptance_rate=s.acceptance_rate,
+        tokens_per_pass=s.tokens_per_pass,
+        overhead_fraction=outside / (s.prompt_seconds + s.decode_seconds) if s.decode_seconds else None,
+        peak_rss=peak_rss(),
+        tokens=res.tokens,
+    )
+
+
+def _divergence(engine: Engine, tokens, gen, spec_tokens) -> dict:
+    traced = engine.generate(tokens, gen, use_draft=False, trace=True)
+    div = first_divergence(traced.tokens, traced.trace, spec_tokens)
+    if div is None:
+        return {"identical_to_traced_rerun": True}
+    return div.to_dict()
