@@ -33,6 +33,8 @@ CacheType = Enum("CacheType", {v: v for v in ("f32", "f16", "bf16", "q8_0", "q4_
 NglOpt = typer.Option("auto", "-ngl", "--gpu-layers", help="Target layers on the GPU: auto (the most that fit), all, or a number.")
 NgldOpt = typer.Option("auto", "-ngld", "--gpu-layers-draft", help="Draft layers on the GPU: auto, all, or a number.")
 MarginOpt = typer.Option(1.0, "--margin", min=0.0, help="GiB to keep free on each GPU when choosing the offload.")
+QuantOpt = typer.Option(None, "--quant", help="Quant of the target to use or fetch, e.g. Q4_K_M (default: the pair's).")
+YesOpt = typer.Option(False, "--yes", "-y", help="Download missing files without asking.")
 RegistryOpt = typer.Option(None, "--registry", help="Extra pairs.toml to merge over the built-in and user registries.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
 
@@ -94,6 +96,52 @@ def check(
     raise typer.Exit(0 if verdict.ok else 1)
 
 
+# --- models on this machine ------------------------------------------------------------------
+
+
+@app.command()
+def pull(
+    what: str = typer.Argument(..., help="A registry pair name, or a model reference: hf://org/repo/file.gguf, org/repo:Q4_K_M."),
+    quant: Optional[str] = QuantOpt,
+    registry: Optional[Path] = RegistryOpt,
+) -> None:
+    """Download a pair's target and draft GGUFs (or one model) into the Hugging Face cache; print their paths."""
+    from dataclasses import replace
+
+    from . import hub
+    from .registry import load_registry
+
+    ref = hub.parse_ref(what)
+    if ref is not None and "/" in what:
+        path = hub.download(replace(ref, quant=quant) if quant else ref)
+        console.write_text(f"{path}\n")
+        return
+    pulled = hub.pull(load_registry(registry).get(what), quant)
+    for p in pulled.plan:
+        console.note(f"{p.role}: {'already here' if p.cached else 'downloaded'} {p.label}")
+    for path in (pulled.target, pulled.draft):
+        if path is not None:
+            console.write_text(f"{path}\n")
+
+
+@app.command()
+def models(
+    dirs: list[Path] = typer.Option([], "--dir", help="Also look in this folder (repeatable; SPECDEC_MODEL_DIRS too)."),
+    as_json: bool = JsonOpt,
+    registry: Optional[Path] = RegistryOpt,
+) -> None:
+    """List the GGUFs on this machine (Hugging Face cache and folders) and the registry pairs they complete."""
+    from .models_list import list_local_models
+    from .registry import load_registry
+    from .views import models_table
+
+    found = list_local_models(dirs, load_registry(registry))
+    if as_json:
+        console.write_json([m.to_dict() for m in found])
+    else:
+        models_table(found)
+
+
 # --- generation -----------------------------------------------------------------------------
 
 
@@ -132,6 +180,8 @@ def run(
     explain_divergence: bool = typer.Option(False, "--explain-divergence", help="Also run without the draft and show where (and why) the outputs differ."),
     verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
     registry: Optional[Path] = RegistryOpt,
+    quant: Optional[str] = QuantOpt,
+    yes: bool = YesOpt,
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""
     from .run_command import RunRequest, run_request
@@ -176,6 +226,42 @@ def budget(
             for tip in suggestions(est):
                 console.note(f"to fit: {tip}")
     raise typer.Exit(0 if est.fits else 1)
+
+
+@app.command()
+def bench(
+    pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name."),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft GGUF path."),
+    scenarios: Optional[str] = typer.Option(None, "--scenarios", help="Comma-separated: documents, code, agent, json, qa, creative (default: all)."),
+    prompts: Optional[Path] = typer.Option(None, "--prompts", help="Your own prompt set (JSONL: prompt or messages per line)."),
+    chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the chat template to plain prompts."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs of each prompt and setting."),
+    max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens per generation."),
+    draft_max: str = typer.Option("4", "--draft-max", help="Draft lengths to try, e.g. 1,2,4,8,16."),
+    p_min: str = typer.Option("0.5", "--p-min", help="Draft confidence thresholds to try, e.g. 0,0.5,0.8."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write every figure, per prompt too, to this file."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw tokens/s and speedups to FILE.png or .svg (needs specdec[plot])."),
+    save: bool = typer.Option(False, "--save", help="Store the recommended setting for this pair; `run` then uses it."),
+    ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads."),
+    gpu_layers: str = NglOpt,
+    gpu_layers_draft: str = NgldOpt,
+    margin: float = MarginOpt,
+    flash_attn: FlashAttn = typer.Option(FlashAttn.auto, "--flash-attn", help="Flash attention."),
+    cache_type_k: CacheType = typer.Option(CacheType.f16, "--cache-type-k", help="KV cache type for K."),
+    cache_type_v: CacheType = typer.Option(CacheType.f16, "--cache-type-v", help="KV cache type for V."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
+    registry: Optional[Path] = RegistryOpt,
+    quant: Optional[str] = QuantOpt,
+    yes: bool = YesOpt,
+) -> None:
+    """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
+    from .bench.command import BenchRequest, run_bench_request
+
+    args = {k: v.value if isinstance(v, Enum) else v for k, v in locals().items()}
+    req = BenchRequest(**{k: v for k, v in args.items() if k in BenchRequest.__dataclass_fields__})
+    raise typer.Exit(run_bench_request(req))
 
 
 @app.command()

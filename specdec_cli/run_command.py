@@ -51,13 +51,15 @@ class RunRequest:
     explain_divergence: bool = False
     verbose: bool = False
     registry: Path | None = None
+    quant: str | None = None
+    yes: bool = False
 
 
 def run_request(req: RunRequest) -> int:
-    from .engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+    from .engine.runner import Engine, EngineOptions, GenOptions
     from .engine.verify import SamplingParams
     from .registry import load_registry
-    from .selection import select
+    from .selection import fetch_missing, select
 
     if req.batch is not None and (req.prompt is not None or req.file is not None):
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
@@ -65,7 +67,11 @@ def run_request(req: RunRequest) -> int:
         raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
     items = read_batch(req.batch) if req.batch else [PromptItem(text=read_prompt(req.prompt, req.file))]
 
-    sel = select(load_registry(req.registry), pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft)
+    registry = load_registry(req.registry)
+    target, draft = fetch_missing(
+        registry, pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft, quant=req.quant, yes=req.yes
+    )
+    sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft, quant=req.quant)
     if sel.method == "ngram":
         raise UsageError("n-gram drafting is not available yet", hint="use a draft model, or --no-draft")
     if req.explain_divergence and sel.draft is None:
@@ -73,13 +79,19 @@ def run_request(req: RunRequest) -> int:
     for w in sel.warnings:
         console.warn(w)
 
-    entry, default = sel.entry, DraftOptions()
-    draft_opts = DraftOptions(
-        draft_max=_pick(req.draft_max, entry and entry.draft_max, default.draft_max),
-        draft_min=_pick(req.draft_min, entry and entry.draft_min, default.draft_min),
-        p_min=_pick(req.draft_p_min, entry and entry.draft_p_min, default.p_min),
+    draft_opts, sources = draft_settings(sel, req.draft_max, req.draft_min, req.draft_p_min)
+    if sources.get("draft") == "bench" and not req.explain_divergence:
+        if not req.quiet:
+            console.note(
+                f"no draft: `specdec bench --save` found {sel.target.name} alone fastest with {sel.draft.name} "
+                "on this machine (pass --draft-max N to use the draft anyway)"
+            )
+        sel.draft = sel.draft_info = sel.method = None
+    est = check_memory(
+        sel, draft_opts.draft_max, ctx=req.ctx, cache_type_k=req.cache_type_k, cache_type_v=req.cache_type_v,
+        flash_attn=req.flash_attn, gpu_layers=req.gpu_layers, gpu_layers_draft=req.gpu_layers_draft,
+        margin=req.margin, force=req.force, quiet=req.quiet,
     )
-    est = _check_memory(sel, draft_opts, req)
     engine_opts = EngineOptions(
         n_ctx=req.ctx,
         threads=req.threads,
@@ -92,7 +104,11 @@ def run_request(req: RunRequest) -> int:
     )
     if not req.quiet:
         what = f"draft {sel.draft.name} ({sel.how})" if sel.draft else "no draft"
-        tuning = f", draft-max {draft_opts.draft_max}, p-min {draft_opts.p_min}" if sel.draft else ""
+        tuning = (
+            f", draft-max {draft_opts.draft_max} ({sources['draft_max']}), p-min {draft_opts.p_min} ({sources['p_min']})"
+            if sel.draft
+            else ""
+        )
         console.note(f"target {sel.target.name}, {what}{tuning}")
 
     engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts)
@@ -117,7 +133,10 @@ def run_request(req: RunRequest) -> int:
         engine.close()
 
 
-def _check_memory(sel, draft_opts, req: RunRequest):
+def check_memory(
+    sel, draft_max: int, *, ctx: int, cache_type_k: str, cache_type_v: str, flash_attn: str,
+    gpu_layers: str, gpu_layers_draft: str, margin: float, force: bool, quiet: bool,
+):
     """Budget the setup before loading anything; choose the offload when -ngl is auto; refuse if it cannot fit."""
     from .budget import parse_layers, plan, suggestions
     from .views import budget_table
@@ -125,17 +144,17 @@ def _check_memory(sel, draft_opts, req: RunRequest):
     est = plan(
         sel.target_info,
         sel.draft_info,
-        n_ctx=req.ctx,
-        cache_type_k=req.cache_type_k,
-        cache_type_v=req.cache_type_v,
-        flash_attn=req.flash_attn,
-        draft_max=draft_opts.draft_max,
-        ngl_target=parse_layers(req.gpu_layers, "-ngl"),
-        ngl_draft=parse_layers(req.gpu_layers_draft, "-ngld"),
-        margin_gib=req.margin,
+        n_ctx=ctx,
+        cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v,
+        flash_attn=flash_attn,
+        draft_max=draft_max,
+        ngl_target=parse_layers(gpu_layers, "-ngl"),
+        ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
+        margin_gib=margin,
     )
     short = [(d, est.short(d)) for d in est.devices if d.usable and est.short(d)]
-    if short and not req.force:
+    if short and not force:
         budget_table(est, console.err)
         dev, missing = max(short, key=lambda x: x[1])
         raise SpecdecError(
@@ -144,14 +163,38 @@ def _check_memory(sel, draft_opts, req: RunRequest):
         )
     if short:
         console.warn("the memory check says this does not fit; running anyway (--force)")
-    if not req.quiet and any(d.is_gpu for d in est.devices):
-        auto = " (auto)" if req.gpu_layers == "auto" else ""
+    if not quiet and any(d.is_gpu for d in est.devices):
+        auto = " (auto)" if gpu_layers == "auto" else ""
         console.note(f"offload{auto}: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}")
     return est
 
 
-def _pick(flag, registry_value, default):
-    return flag if flag is not None else (registry_value if registry_value is not None else default)
+def draft_settings(sel, draft_max=None, draft_min=None, p_min=None):
+    """Draft settings and where each came from: a flag, `bench --save`, the registry entry, or the default.
+
+    ``sources["draft"] == "bench"`` means the stored measurement says to run without the draft.
+    """
+    from .engine.runner import DraftOptions
+    from .tuned import load_tuned
+
+    entry, default = sel.entry, DraftOptions()
+    tuned = load_tuned(sel.target, sel.draft) if sel.draft is not None else None
+    flags = {"draft_max": draft_max, "draft_min": draft_min, "p_min": p_min}
+    layers = [
+        ("flag", flags),
+        ("bench", {"draft_max": tuned.draft_max, "p_min": tuned.p_min} if tuned and tuned.use_draft else {}),
+        ("registry", {"draft_max": entry.draft_max, "draft_min": entry.draft_min, "p_min": entry.draft_p_min} if entry else {}),
+        ("default", {"draft_max": default.draft_max, "draft_min": default.draft_min, "p_min": default.p_min}),
+    ]
+    values, sources = {}, {}
+    for name in flags:
+        for source, layer in layers:
+            if layer.get(name) is not None:
+                values[name], sources[name] = layer[name], source
+                break
+    if tuned is not None and not tuned.use_draft and all(v is None for v in flags.values()):
+        sources["draft"] = "bench"
+    return DraftOptions(**values), sources
 
 
 def _prompt_tokens(engine, item: PromptItem, req: RunRequest) -> list[int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from .compat import Verdict, check_pair, check_vocab
 from .errors import IncompatibleError, SpecdecError, UsageError
 from .gguf_meta import GGUFInfo, read_gguf
+from .hub import pull_command
 from .registry import PairEntry, Registry, resolve_local
 
 
@@ -31,6 +32,54 @@ class Selection:
     verdict: Verdict | None = None
 
 
+def fetch_missing(
+    registry: Registry,
+    *,
+    pair: str | None = None,
+    target: str | None = None,
+    draft: str | None = None,
+    no_draft: bool = False,
+    quant: str | None = None,
+    yes: bool = False,
+) -> tuple[str | None, str | None]:
+    """Download what a run needs and is not local yet: a pair's files, or hf:// references.
+
+    Asks on a terminal, proceeds with ``yes``, refuses in a script without it, and never
+    touches the network under HF_HUB_OFFLINE (the error names the files and the pull command).
+    Returns --target/--draft as local paths (references resolved).
+    """
+    from . import hub
+
+    confirm = _confirm(yes)
+    if pair:
+        entry = registry.get(pair)
+        roles = [r for r in ("target", "draft") if not (r == "target" and target)]
+        if draft or no_draft or entry.method == "ngram":
+            roles = [r for r in roles if r != "draft"]
+        if roles:
+            hub.pull(entry, quant, confirm=confirm, roles=roles)
+    resolved = [str(hub.resolve_model_arg(x, confirm=confirm)) if x else None for x in (target, draft)]
+    return resolved[0], resolved[1]
+
+
+def _confirm(yes: bool):
+    import sys
+
+    if yes:
+        return None
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return lambda files: False  # a script: DownloadDeclined says to pass --yes
+
+    def ask(files) -> bool:
+        import typer
+
+        for f in files:
+            typer.echo(f"  {f.describe()}", err=True)
+        return typer.confirm("download these into the Hugging Face cache?", default=True, err=True)
+
+    return ask
+
+
 def select(
     registry: Registry,
     *,
@@ -38,12 +87,13 @@ def select(
     target: str | None = None,
     draft: str | None = None,
     no_draft: bool = False,
+    quant: str | None = None,
 ) -> Selection:
     if no_draft and draft:
         raise UsageError("--draft and --no-draft contradict each other", hint="pass one of them")
     entry = registry.get(pair) if pair else None
     if entry is not None:
-        files = resolve_local(entry)
+        files = resolve_local(entry, quant)
         target_path = Path(target) if target else files.target
         draft_path = Path(draft) if draft else files.draft
         missing = [m for m in files.missing if not (target and m.startswith("target"))]
@@ -51,8 +101,8 @@ def select(
         if missing:
             raise SpecdecError(
                 f"pair '{entry.name}' is not on this machine: missing {'; '.join(missing)}",
-                hint="download the files into the Hugging Face cache (huggingface-cli download REPO FILE), "
-                "set target_path/draft_path in your pairs.toml, or pass --target/--draft",
+                hint=f"run `{pull_command(entry.name, quant)}`, set target_path/draft_path in your pairs.toml, "
+                "or pass --target/--draft",
             )
     elif target:
         target_path, draft_path = Path(target), Path(draft) if draft else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
@@ -113,3 +115,19 @@ def budget_table(est, console=None) -> None:
     gpus = [d for d in est.devices if d.is_gpu]
     if gpus:
         con.print(f"offload: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}", markup=False)
+
+
+def models_table(found) -> None:
+    table = Table(box=None, header_style="bold")
+    for col in ("model", "size", "arch", "quant"):
+        table.add_column(col, no_wrap=True)
+    for col in ("completes", "where"):
+        table.add_column(col, overflow="fold")
+    home = str(Path.home())
+    for m in found:
+        where = m.repo or (m.source.replace(home, "~", 1) if m.source.startswith(home) else m.source)
+        arch = m.error and "unreadable" or (m.spec_method or m.arch or "-")
+        table.add_row(m.name, m.display_size, arch, m.quant or "-", ", ".join(m.pairs) or "-", where)
+    out.print(table)
+    if not found:
+        out.print("no GGUF files found (Hugging Face cache, --dir, SPECDEC_MODEL_DIRS)")

@@ -272,3 +272,52 @@ def test_budget_and_run_refuse_what_cannot_fit(tiny_target):
 
 def test_bad_gpu_layers_value(tiny_target):
     assert_one_line_error(specdec("run", "-t", tiny_target, "-ngl", "many", "hi"), 2, "-ngl")
+
+
+# --- downloads: run --pair, hf:// references, pull (against a fake hub on 127.0.0.1) ----------
+
+
+@pytest.fixture
+def fake_pair(tiny_target, tiny_draft, tmp_path):
+    from fake_hub import FakeHub
+
+    with FakeHub() as hub:
+        hub.add_repo("tiny/target-GGUF", {"tiny-target-Q8_0.gguf": tiny_target.read_bytes()})
+        hub.add_repo("tiny/draft-GGUF", {"tiny-draft-Q8_0.gguf": tiny_draft.read_bytes()})
+        reg = tmp_path / "pairs.toml"
+        reg.write_text(
+            '[[pair]]\nname = "tiny-hub"\nmethod = "draft"\n'
+            'draft_repo = "tiny/draft-GGUF"\ndraft_file = "tiny-draft-Q8_0.gguf"\n'
+            'target_family = "tiny-llama"\ntarget_size = "682k"\n'
+            'target_repos = ["tiny/target-GGUF"]\ntarget_file = "tiny-target-{quant}.gguf"\ntarget_quant = "Q8_0"\n'
+        )
+        env = {"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}
+        yield hub, reg, env
+
+
+def test_run_pair_downloads_with_yes_and_refuses_without(fake_pair):
+    hub, reg, env = fake_pair
+    base = ["run", "--registry", reg, "--pair", "tiny-hub", "-n", "6", *EXACT, "hello"]
+    declined = specdec(*base, env=env)
+    assert_one_line_error(declined, 1, "--yes")
+    assert hub.file_gets() == []
+    offline = specdec(*base, env={**env, "HF_HUB_OFFLINE": "1"})
+    assert_one_line_error(offline, 1, "specdec pull tiny-hub")
+    ok = specdec(*base, "--yes", env=env)
+    assert ok.returncode == 0, ok.stderr
+    n_gets = len(hub.file_gets())
+    assert n_gets == 2
+    again = specdec(*base, env={**env, "HF_HUB_OFFLINE": "1"})  # cached now: no network needed
+    assert again.returncode == 0, again.stderr
+    assert len(hub.file_gets()) == n_gets
+
+
+def test_pull_prints_paths_and_run_takes_references(fake_pair):
+    hub, reg, env = fake_pair
+    proc = specdec("pull", "tiny-hub", "--registry", reg, env=env)
+    assert proc.returncode == 0, proc.stderr
+    paths = proc.stdout.split()
+    assert len(paths) == 2 and all(Path(p).exists() for p in paths)
+    run = specdec("run", "-t", "tiny/target-GGUF:Q8_0", "-d", "hf://tiny/draft-GGUF/tiny-draft-Q8_0.gguf",
+                  "-n", "4", *EXACT, "hi", env={**env, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr
