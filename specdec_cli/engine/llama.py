@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,6 +264,7 @@ class Context:
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = SEQ
         self._n_vocab = model.n_vocab
+        self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
 
     def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last") -> None:
@@ -285,7 +287,9 @@ class Context:
             if outputs == "last" and start + k == n:
                 b.logits[k - 1] = 1
             b.n_tokens = k
+            t0 = time.perf_counter()
             rc = ll.llama_decode(self._ptr, b)
+            self.busy_seconds += time.perf_counter() - t0
             if rc != 0:
                 raise _decode_error(rc, self)
             start += k
