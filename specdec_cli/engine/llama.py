@@ -275,6 +275,9 @@ class Context:
         """
         ll = _lib()
         n = len(tokens)
+        if outputs == "all" and n > self.params.n_outputs_max:
+            # llama.cpp would abort the process; this is a caller's bug, say so instead
+            raise ValueError(f"{n} output rows requested, the context was made for {self.params.n_outputs_max}")
         start = 0
         while start < n:
             chunk = tokens[start : start + self._cap]
