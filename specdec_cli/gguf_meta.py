@@ -699,9 +699,11 @@ def _first_int(v) -> int | None:
 def _open_error(path: Path) -> UsageError:
     if path.is_dir():
         if any(path.glob("*.safetensors")):
+            from .convert import conversion_hint
+
             return UsageError(
                 f"{path} is a Hugging Face checkpoint (safetensors), not a GGUF file",
-                hint="convert it to GGUF first (llama.cpp's convert_hf_to_gguf.py), then pass the .gguf file",
+                hint=conversion_hint(path),
             )
         ggufs = sorted(p.name for p in path.glob("*.gguf"))
         hint = (f"pass one of the .gguf files in it: {', '.join(ggufs[:3])}"
