@@ -264,6 +264,40 @@ def bench(
     raise typer.Exit(run_bench_request(req))
 
 
+@app.command("export")
+def export_cmd(
+    to: str = typer.Option(..., "--to", help="llama-server, vllm or sglang."),
+    pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name."),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path (or checkpoint for vLLM/SGLang)."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft GGUF path (or checkpoint)."),
+    draft_max: Optional[int] = typer.Option(None, "--draft-max", min=1, max=64, help="Override the draft length."),
+    draft_min: Optional[int] = typer.Option(None, "--draft-min", min=0, help="Override the minimum draft length."),
+    draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", min=0.0, max=1.0, help="Override p-min."),
+    ctx: Optional[int] = typer.Option(None, "--ctx", "-c", min=16, help="Context size for the server."),
+    gpu_layers: Optional[int] = typer.Option(None, "-ngl", "--gpu-layers", min=-1, help="Target GPU layers (llama-server)."),
+    gpu_layers_draft: Optional[int] = typer.Option(None, "-ngld", "--gpu-layers-draft", min=-1, help="Draft GPU layers (llama-server)."),
+    tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel-size", "-tp", min=1, help="GPUs to shard over (vLLM/SGLang)."),
+    target_repo: Optional[str] = typer.Option(None, "--target-repo", help="The target's Hugging Face checkpoint (vLLM/SGLang load those, not GGUF)."),
+    draft_repo: Optional[str] = typer.Option(None, "--draft-repo", help="The draft's Hugging Face checkpoint (vLLM/SGLang)."),
+    as_json: bool = JsonOpt,
+    registry: Optional[Path] = RegistryOpt,
+) -> None:
+    """Print a ready-to-run llama-server, vLLM or SGLang command for the same pair and settings."""
+    from .export_command import export_pair
+
+    out = export_pair(
+        to, pair=pair, target=target, draft=draft, registry=registry, draft_max=draft_max, draft_min=draft_min,
+        p_min=draft_p_min, ctx=ctx, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft,
+        tensor_parallel=tensor_parallel, target_repo=target_repo, draft_repo=draft_repo,
+    )
+    if as_json:
+        console.write_json(out.to_dict())
+        return
+    console.write_text(out.command_line() + "\n")
+    for n in out.notes:
+        console.note(f"note: {n}")
+
+
 @app.command()
 def demo(
     max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens to generate in each run."),

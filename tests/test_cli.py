@@ -321,3 +321,25 @@ def test_pull_prints_paths_and_run_takes_references(fake_pair):
     run = specdec("run", "-t", "tiny/target-GGUF:Q8_0", "-d", "hf://tiny/draft-GGUF/tiny-draft-Q8_0.gguf",
                   "-n", "4", *EXACT, "hi", env={**env, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+def test_export_llama_server_for_local_files(tiny_target, tiny_draft, tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}  # no stored bench settings
+    proc = specdec("export", "--to", "llama-server", "-t", tiny_target, "-d", tiny_draft, "-c", "2048", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [
+        "llama-server", "-m", str(tiny_target), "-md", str(tiny_draft), "--spec-type", "draft-simple",
+        "--spec-draft-n-max", "4", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0.5", "-c", "2048",
+    ]
+    assert "defaults" in proc.stderr
+
+
+def test_export_refuses_what_the_engine_cannot_load():
+    proc = specdec("export", "--to", "vllm", "--pair", "qwen3-8b+0.6b")
+    assert_one_line_error(proc, 1, "--target-repo")
+    good = specdec("export", "--to", "vllm", "--pair", "eagle3-qwen3-8b", "--target-repo", "Qwen/Qwen3-8B", "--json")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["speculative_config"]["method"] == "eagle3"
