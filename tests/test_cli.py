@@ -245,7 +245,8 @@ def test_run_pair_resolves_from_the_hf_cache(tiny_target, tiny_draft, tmp_path):
     out = json.loads(proc.stdout)
     assert out["draft_max"] == 3 and out["n_drafted"] > 0
     assert Path(out["target"]).name == tiny_target.name and Path(out["draft"]).name == tiny_draft.name
-    missing = specdec("run", "--registry", reg, "--pair", "tiny-pair", "hello", env={"HF_HUB_CACHE": str(tmp_path / "empty")})
+    missing = specdec("run", "--registry", reg, "--pair", "tiny-pair", "hello",
+                      env={"HF_HUB_CACHE": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "1"})
     assert_one_line_error(missing, 1, "not on this machine", "tiny/draft-GGUF")
 
 

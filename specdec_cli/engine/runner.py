@@ -18,7 +18,7 @@ from .drafters.model import ModelDrafter
 from .llama import Context, ContextFull, ContextParams, Model
 from .session import Session, TracePoint
 from .stats import GenerationStats
-from .verify import SamplingParams, make_verifier
+from .verify import Sampler, SamplingParams, check_verify_mode, make_verifier, resolve_verify
 
 
 @dataclass
@@ -44,15 +44,29 @@ class DraftOptions:
     """
 
     draft_max: int = 4
-    draft_min: int = 0
+    draft_min: int = 0  # greedy proposals only: dropping a short *sampled* proposal would bias the rest
     p_min: float = 0.5
 
 
 @dataclass
 class GenOptions:
+    """One generation's settings.
+
+    ``verify`` picks the rule that keeps draft tokens at temperature > 0: "exact" (speculative
+    sampling: the draft samples from its own distribution q and a token is kept with
+    probability min(1, p/q)), "match" (llama.cpp's sample-then-match with greedy drafts), or
+    "auto" (exact for drafters that can sample their proposals, the draft-model method; match
+    for greedy-only drafters, where the two are the same rule in distribution). Every mode
+    samples the target's distribution; at temperature 0 every mode is greedy.
+    """
+
     max_tokens: int = 256
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temp=0.0))
     stop: list[str] = field(default_factory=list)
+    verify: str = "auto"
+
+    def __post_init__(self) -> None:
+        check_verify_mode(self.verify)
 
 
 @dataclass
@@ -63,6 +77,7 @@ class Result:
     stats: GenerationStats
     seed: int | None = None
     trace: list[TracePoint] | None = None
+    verify: str = "greedy"  # the rule this generation used: greedy, match or exact
 
     @property
     def interrupted(self) -> bool:
@@ -91,6 +106,7 @@ class Result:
             "accepted_per_position": s.accepted_per_position,
             "stop_reason": s.stop_reason,
             "seed": self.seed,
+            "verify": self.verify,
         }
 
 
@@ -154,6 +170,25 @@ class Engine:
         return tokens
 
     # --- generation -------------------------------------------------------------------------
+    def session(
+        self, gen: GenOptions, *, use_draft: bool = True, trace: list[TracePoint] | None = None
+    ) -> Session:
+        """The decode loop for one generation: its verifier, and one ``Sampler`` (one RNG,
+        seeded from ``gen.sampling.seed``) shared by the verifier and, for sampled proposals,
+        the drafter. ``session.verifier.rule`` says which rule ``gen.verify`` resolved to."""
+        drafter = self.drafter if use_draft else None
+        sampled = drafter.sampled_proposals if drafter is not None else True
+        rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
+        sampler = Sampler(gen.sampling) if rule != "greedy" else None
+        return Session(
+            self.target_ctx,
+            make_verifier(rule, sampler),
+            drafter,
+            draft_max=self.draft_options.draft_max,
+            trace=trace,
+            draft_sampler=sampler if rule == "exact" and sampled else None,
+        )
+
     def generate(
         self,
         prompt_tokens: list[int],
@@ -164,16 +199,8 @@ class Engine:
         trace: bool = False,
     ) -> Result:
         """Generate from ``prompt_tokens``; ``on_text`` receives text as soon as it is final."""
-        verifier = make_verifier(gen.sampling)
-        drafter = self.drafter if use_draft else None
         points: list[TracePoint] | None = [] if trace else None
-        session = Session(
-            self.target_ctx,
-            verifier,
-            drafter,
-            draft_max=self.draft_options.draft_max,
-            trace=points,
-        )
+        session = self.session(gen, use_draft=use_draft, trace=points)
         stream = TextStream(self.target_model.piece, gen.stop)
         tokens: list[int] = []
         steps = session.run(prompt_tokens, gen.max_tokens)
@@ -203,7 +230,23 @@ class Engine:
             stats=session.stats,
             seed=gen.sampling.seed,
             trace=points,
+            verify=session.verifier.rule,
         )
+
+    def set_draft(self, *, draft_max: int, p_min: float) -> None:
+        """Change the draft settings between generations (bench's grid); draft_max is capped by
+        the target context's output rows, sized for the largest draft at load time."""
+        cap = self.target_ctx.params.n_outputs_max - 1
+        if draft_max > cap:
+            raise ValueError(f"draft_max {draft_max} exceeds the {cap} this engine was loaded for")
+        self.draft_options.draft_max = draft_max
+        self.draft_options.p_min = p_min
+        if self.drafter is not None:
+            self.drafter.p_min = p_min
+
+    def busy_seconds(self) -> float:
+        """Time both contexts have spent inside llama_decode: the rest of a run is overhead."""
+        return sum(c.busy_seconds for c in (self.target_ctx, self.draft_ctx) if c is not None)
 
     def close(self) -> None:
         for obj in (self.draft_ctx, self.draft_model, self.target_ctx, self.target_model):

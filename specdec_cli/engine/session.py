@@ -4,6 +4,12 @@ Each step sends [last token, draft...] to the target in one batch with logits at
 positions only, keeps what the verifier accepts, and removes the rejected positions from
 the target's KV cache (the drafter keeps its own cache in step). Without a drafter the
 same loop is plain one-token-at-a-time decoding: the baseline runs the identical code path.
+
+The drafter proposes (a ``Proposal``: tokens, plus the draft's distribution per position when
+it sampled them) and the verifier decides; the loop only carries the proposal between them.
+``draft_sampler`` is the generation's ``Sampler`` when the drafter should sample its
+proposals (exact verification at temperature > 0); the verifier holds the same sampler, so a
+generation draws every random number from one RNG.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import numpy as np
 from .drafters.base import Drafter
 from .llama import Context
 from .stats import GenerationStats
-from .verify import Verifier
+from .verify import Proposal, Sampler, Verifier
 
 TRACE_TOP = 8  # candidates kept per position when tracing
+_NO_PROPOSAL = Proposal([])  # shared, never mutated
 
 
 @dataclass
@@ -55,10 +62,12 @@ class Session:
         *,
         draft_max: int = 0,
         trace: list[TracePoint] | None = None,
+        draft_sampler: Sampler | None = None,
     ):
         self.target = target
         self.verifier = verifier
         self.drafter = drafter
+        self.draft_sampler = draft_sampler
         self.draft_max = draft_max if drafter is not None else 0
         self.trace = trace
         self.stats = GenerationStats()
@@ -73,7 +82,7 @@ class Session:
         if len(prompt) > 1:
             tgt.decode(prompt[:-1], 0, outputs="last")
         if self.drafter is not None:
-            self.drafter.begin(prompt)
+            self.drafter.begin(prompt, self.draft_sampler)
         t_loop = time.perf_counter()
         st.prompt_seconds = t_loop - t_start
         history = list(prompt)  # every token so far; its last one is not in the target's cache yet
@@ -86,18 +95,19 @@ class Session:
                 if room < 0:
                     st.stop_reason = "context"
                     return
-                draft: list[int] = []
+                proposal = _NO_PROPOSAL
                 n_draft = min(self.draft_max, room, max_tokens - st.n_generated - 1)
                 if n_draft > 0:
                     t0 = time.perf_counter()
-                    draft = self.drafter.draft(history, n_draft)[:n_draft]
+                    proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
                     st.draft_seconds += time.perf_counter() - t0
+                draft = proposal.tokens
                 batch = [history[-1], *draft]
                 t0 = time.perf_counter()
                 tgt.decode(batch, n_past, outputs="all")
                 st.target_seconds += time.perf_counter() - t0
                 st.n_target_passes += 1
-                accepted = self.verifier.verify(rows, draft)
+                accepted = self.verifier.verify(rows, proposal)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
                     self._record(rows, accepted, st.n_generated)

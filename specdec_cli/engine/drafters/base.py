@@ -2,35 +2,79 @@
 
 The decode loop never asks which method it is driving. It calls:
 
-- ``begin(prompt)``  once per generation, with every prompt token;
+- ``begin(prompt, sampler)``  once per generation, with every prompt token and the
+  generation's ``Sampler`` when the proposals should be *sampled* (exact verification at
+  temperature > 0), or ``None`` for greedy proposals;
 - ``process(tokens, pos0)`` after each target pass, with the tokens the target just evaluated
   (methods that read the target's hidden state hook in here; the others ignore it);
-- ``draft(history, n_max)`` to propose up to ``n_max`` tokens that follow ``history``
-  (the prompt, everything generated so far, and the last target token);
+- ``propose(history, n_max)`` to propose up to ``n_max`` tokens that follow ``history``
+  (the prompt, everything generated so far, and the last target token), as a ``Proposal``;
 - ``accept(n_accepted)`` to learn how many proposals the target kept.
 
 A drafter owns its own state (a draft context, an n-gram index, ...) and keeps it in step
-with ``history`` itself, so the loop stays the same for every method.
+with ``history`` itself, so the loop stays the same for every method. Drafters only propose;
+what is kept is the verifier's business (``verify.py``), as in vLLM's rejection sampler.
+
+Greedy and sampled proposals. A proposal from a drafter that samples carries, per position,
+the distribution q it drew the token from (after the generation's top-k, top-p and
+temperature), which exact verification needs. A greedy proposal carries none: the exact rule
+treats it as a point mass, q(x) = 1, which is still exact (keep x with probability p(x), else
+sample p without x, renormalised: the target's distribution either way). Only the draft-model
+method samples (``sampled_proposals = True``): it is an ordinary language model whose q is a
+real next-token distribution, and drawing from it is what lets the exact rule keep drafts
+that sample-then-match would throw away.
+
+EAGLE-3, DFlash and DSpark draft greedily, because that is how llama.cpp runs them
+(vendor/llama.cpp/common/speculative.cpp in llama-cpp-python 0.3.36): each builds its draft
+sampler as top-k 10 alone (lines 519 and 1035) and proposes ``cur_p->data[0].id``, the most
+probable candidate, never the sampled one (EAGLE-3 line 808; DSpark line 1289, DFlash
+line 1308; DFlash2 takes ``std::max_element`` of its selector scores, line 1247). DFlash and
+DSpark decode the whole block in one pass from ``[last token, mask, mask, ...]`` (line 1209),
+so a token sampled at one block position could not condition the positions after it; the
+argmax path is the block the head predicts. EAGLE-3 is autoregressive and could be sampled,
+but specdec keeps llama.cpp's behaviour for it. Their point-mass proposals are verified
+exactly all the same, so the output follows the target's distribution at any temperature.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from ..verify import Proposal
+
+if TYPE_CHECKING:
+    from ..verify import Sampler
 
 
 class Drafter(ABC):
     #: registry/CLI method name: draft, ngram, eagle3, dflash, dspark
     method: str = ""
+    #: True when ``propose`` samples from the draft's distribution once ``begin`` got a sampler;
+    #: False for drafters that always propose greedily (a point mass per token).
+    sampled_proposals: bool = False
 
-    def begin(self, prompt: list[int]) -> None:  # noqa: B027 - optional hook
-        """A new generation starts from ``prompt``."""
+    def begin(self, prompt: list[int], sampler: Sampler | None = None) -> None:  # noqa: B027
+        """A new generation starts from ``prompt``.
+
+        ``sampler``: the generation's ``Sampler`` (its transforms and its RNG) when proposals
+        should be sampled from the draft's distribution; ``None`` for greedy proposals.
+        Drafters that only draft greedily ignore it.
+        """
 
     def process(self, tokens: list[int], pos0: int) -> None:  # noqa: B027 - optional hook
         """The target just evaluated ``tokens`` at positions ``pos0..``."""
 
+    def propose(self, history: list[int], n_max: int) -> Proposal:
+        """Up to ``n_max`` tokens to follow ``history``, with their distributions when sampled.
+
+        The default wraps ``draft`` as a greedy proposal.
+        """
+        return Proposal(self.draft(history, n_max))
+
     @abstractmethod
     def draft(self, history: list[int], n_max: int) -> list[int]:
-        """Propose up to ``n_max`` tokens to follow ``history``; an empty list means no guess."""
+        """Propose up to ``n_max`` tokens greedily to follow ``history``; an empty list means no guess."""
 
     def accept(self, n_accepted: int) -> None:  # noqa: B027 - optional hook
         """The target kept the first ``n_accepted`` tokens of the last proposal."""

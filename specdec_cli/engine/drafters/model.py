@@ -3,8 +3,17 @@
 The draft keeps its own KV cache in step with the conversation: before each proposal it
 finds where its cache and the real history part ways, drops the rest, and evaluates only
 the missing tokens (usually the last accepted draft and the target's new token) in one
-batch. Proposals are greedy, and stop early when the draft's confidence falls below p-min,
-measured as llama.cpp's draft sampler does (softmax over the top 10 logits).
+batch. Proposals stop early when the draft's confidence falls below p-min, measured as
+llama.cpp's draft sampler does (softmax over the top 10 logits, probability of the best).
+
+Greedy proposals (temperature 0, and ``--verify match``, llama.cpp's own behaviour) take the
+draft's argmax. Sampled proposals (``begin`` got the generation's ``Sampler``: exact
+verification at temperature > 0) draw each token from the draft's distribution q after the
+generation's top-k, top-p and temperature, the same transforms as the target's p, and keep q
+for the verifier. The p-min cut is decided from the draft's logits *before* a token is drawn,
+so it never depends on the drawn token and q stays the distribution the token came from. For
+the same reason ``n_min`` is not applied to sampled proposals: dropping a proposal because it
+came out short would make the kept ones depend on the tokens drawn, and bias them.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..llama import Context
+from ..verify import Dist, Proposal, Sampler
 from .base import Drafter
 
 TOP_K_FOR_CONFIDENCE = 10  # llama.cpp's draft sampler keeps the 10 best candidates
@@ -19,15 +29,18 @@ TOP_K_FOR_CONFIDENCE = 10  # llama.cpp's draft sampler keeps the 10 best candida
 
 class ModelDrafter(Drafter):
     method = "draft"
+    sampled_proposals = True
 
     def __init__(self, ctx: Context, *, n_min: int = 0, p_min: float = 0.0):
         self.ctx = ctx
         self.n_min = n_min
         self.p_min = p_min
+        self.sampler: Sampler | None = None  # set per generation by begin(); None = greedy
         self._cached: list[int] = []  # tokens whose KV the draft context holds, at positions 0..
         self._stable = 0  # history length up to which the cache is known to match
 
-    def begin(self, prompt: list[int]) -> None:
+    def begin(self, prompt: list[int], sampler: Sampler | None = None) -> None:
+        self.sampler = sampler
         self.ctx.kv_clear()
         self._cached = list(prompt[:-1])
         self._stable = len(self._cached)
@@ -48,7 +61,13 @@ class ModelDrafter(Drafter):
         self._cached = cached[:same] + history[same:]
         self._stable = len(history)
 
+    def propose(self, history: list[int], n_max: int) -> Proposal:
+        if self.sampler is None:
+            return Proposal(self.draft(history, n_max))
+        return self._sampled(history, n_max, self.sampler)
+
     def draft(self, history: list[int], n_max: int) -> list[int]:
+        """Greedy proposal: the draft's argmax at each position."""
         if n_max <= 0:
             return []
         self._sync(history)
@@ -66,6 +85,29 @@ class ModelDrafter(Drafter):
             self._cached.append(tok)
             pos += 1
         return out if len(out) >= self.n_min else []
+
+    def _sampled(self, history: list[int], n_max: int, sampler: Sampler) -> Proposal:
+        """Sampled proposal: each token drawn from q (the transformed draft distribution), q kept."""
+        if n_max <= 0:
+            return Proposal([])
+        self._sync(history)
+        out: list[int] = []
+        dists: list[Dist] = []
+        pos = len(history)
+        while True:
+            logits = self.ctx.logits(-1)
+            if self.p_min > 0.0 and _top_k_confidence(logits, int(logits.argmax())) < self.p_min:
+                break
+            ids, probs = sampler.distribution(logits)
+            tok = sampler.draw(ids, probs)
+            out.append(tok)
+            dists.append((ids, probs))
+            if len(out) >= n_max:
+                break
+            self.ctx.decode([tok], pos, outputs="last")
+            self._cached.append(tok)
+            pos += 1
+        return Proposal(out, dists)
 
 
 def _top_k_confidence(logits: np.ndarray, best: int) -> float:
