@@ -182,6 +182,8 @@ def run(
     registry: Optional[Path] = RegistryOpt,
     quant: Optional[str] = QuantOpt,
     yes: bool = YesOpt,
+    method: Optional[str] = typer.Option(None, "--method", help="Force the drafting method: draft (a draft model) or ngram (prompt lookup, no draft model)."),
+    verify: str = typer.Option("auto", "--verify", help="At --temp > 0: exact (speculative sampling), match (llama.cpp's sample-then-match), or auto (exact where the drafter samples)."),
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""
     from .run_command import RunRequest, run_request
@@ -255,6 +257,9 @@ def bench(
     registry: Optional[Path] = RegistryOpt,
     quant: Optional[str] = QuantOpt,
     yes: bool = YesOpt,
+    temp: float = typer.Option(0.0, "--temp", min=0.0, help="Temperature (0 = greedy, where outputs are compared)."),
+    verify: str = typer.Option("auto", "--verify", help="At --temp > 0, rules to compare, e.g. exact,match."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed at --temp > 0."),
 ) -> None:
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
     from .bench.command import BenchRequest, run_bench_request

@@ -53,6 +53,8 @@ class RunRequest:
     registry: Path | None = None
     quant: str | None = None
     yes: bool = False
+    method: str | None = None  # force a drafting method: draft | ngram
+    verify: str = "auto"
 
 
 def run_request(req: RunRequest) -> int:
@@ -61,6 +63,9 @@ def run_request(req: RunRequest) -> int:
     from .registry import load_registry
     from .selection import fetch_missing, select
 
+    from .engine.verify import check_verify_mode
+
+    check_verify_mode(req.verify)
     if req.batch is not None and (req.prompt is not None or req.file is not None):
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
     if req.explain_divergence and req.temp > 0:
@@ -71,10 +76,18 @@ def run_request(req: RunRequest) -> int:
     target, draft = fetch_missing(
         registry, pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft, quant=req.quant, yes=req.yes
     )
-    sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft, quant=req.quant)
-    if sel.method == "ngram":
-        raise UsageError("n-gram drafting is not available yet", hint="use a draft model, or --no-draft")
-    if req.explain_divergence and sel.draft is None:
+    if req.method not in (None, "draft", "ngram"):
+        raise UsageError(
+            f"--method {req.method} is not driven by specdec yet",
+            hint="use --method draft (a draft model) or --method ngram (prompt lookup)",
+        )
+    ngram = req.method == "ngram"
+    if ngram and (req.draft or req.no_draft):
+        raise UsageError("--method ngram drafts without a draft model", hint="drop --draft/--no-draft")
+    sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft or ngram, quant=req.quant)
+    if ngram:
+        sel.method, sel.how = "ngram", "--method ngram"
+    if req.explain_divergence and sel.method is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
     for w in sel.warnings:
         console.warn(w)
@@ -87,6 +100,10 @@ def run_request(req: RunRequest) -> int:
                 "on this machine (pass --draft-max N to use the draft anyway)"
             )
         sel.draft = sel.draft_info = sel.method = None
+    elif sources.get("method") == "bench" and not req.explain_divergence:
+        if not req.quiet:
+            console.note(f"n-gram lookup: `specdec bench --save` found it faster than {sel.draft.name} on this machine")
+        sel.draft, sel.draft_info, sel.method, sel.how = None, None, "ngram", "bench"
     est = check_memory(
         sel, draft_opts.draft_max, ctx=req.ctx, cache_type_k=req.cache_type_k, cache_type_v=req.cache_type_v,
         flash_attn=req.flash_attn, gpu_layers=req.gpu_layers, gpu_layers_draft=req.gpu_layers_draft,
@@ -103,27 +120,26 @@ def run_request(req: RunRequest) -> int:
         verbose=req.verbose,
     )
     if not req.quiet:
-        what = f"draft {sel.draft.name} ({sel.how})" if sel.draft else "no draft"
-        tuning = (
-            f", draft-max {draft_opts.draft_max} ({sources['draft_max']}), p-min {draft_opts.p_min} ({sources['p_min']})"
-            if sel.draft
-            else ""
-        )
+        what = f"draft {sel.draft.name} ({sel.how})" if sel.draft else ("n-gram drafting" if sel.method == "ngram" else "no draft")
+        tuning = f", draft-max {draft_opts.draft_max} ({sources['draft_max']})" if sel.method else ""
+        if sel.draft:
+            tuning += f", p-min {draft_opts.p_min} ({sources['p_min']})"
         console.note(f"target {sel.target.name}, {what}{tuning}")
 
-    engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts)
+    engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts, method=sel.method)
     try:
         seed = req.seed if req.seed is not None or req.temp <= 0 else random.randrange(2**31)
         gen = GenOptions(
             max_tokens=req.max_tokens,
             sampling=SamplingParams(temp=req.temp, top_k=req.top_k, top_p=req.top_p, seed=seed),
             stop=list(req.stop),
+            verify=req.verify,
         )
         meta = {
             "target": str(sel.target),
             "draft": str(sel.draft) if sel.draft else None,
             "method": sel.method,
-            "draft_max": draft_opts.draft_max if sel.draft else None,
+            "draft_max": draft_opts.draft_max if sel.method else None,
             "draft_p_min": draft_opts.p_min if sel.draft else None,
         }
         if req.batch is not None:
@@ -192,8 +208,11 @@ def draft_settings(sel, draft_max=None, draft_min=None, p_min=None):
             if layer.get(name) is not None:
                 values[name], sources[name] = layer[name], source
                 break
-    if tuned is not None and not tuned.use_draft and all(v is None for v in flags.values()):
-        sources["draft"] = "bench"
+    if tuned is not None and all(v is None for v in flags.values()):
+        if not tuned.use_draft:
+            sources["draft"] = "bench"
+        elif tuned.method == "ngram":
+            sources["method"] = "bench"
     return DraftOptions(**values), sources
 
 

@@ -19,6 +19,7 @@ from .errors import UsageError
 @dataclass
 class Tuned:
     use_draft: bool
+    method: str  # draft | ngram
     draft_max: int
     p_min: float
     speedup: float  # geometric mean over the scenarios measured

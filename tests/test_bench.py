@@ -76,7 +76,8 @@ def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "recommended for every scenario" in proc.stdout and "no draft" in proc.stdout
     data = json.loads(out.read_text())
-    assert len(data["samples"]) == 2 * 2 * 3  # prompts x repeats x (baseline + 2 settings)
+    assert len(data["samples"]) == 2 * 2 * 5  # prompts x repeats x (baseline + 2 n-gram + 2 draft settings)
+    assert {s["config"]["method"] for s in data["samples"]} == {None, "ngram", "draft"}
     assert {r["scenario"] for r in data["rows"]} == {"custom", "overall"}
     assert 0 <= data["python_overhead_fraction_median"] < 1
     for s in data["samples"]:

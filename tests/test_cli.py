@@ -344,3 +344,16 @@ def test_export_refuses_what_the_engine_cannot_load():
     good = specdec("export", "--to", "vllm", "--pair", "eagle3-qwen3-8b", "--target-repo", "Qwen/Qwen3-8B", "--json")
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["speculative_config"]["method"] == "eagle3"
+
+
+def test_ngram_method_and_verify_flag(tiny_target):
+    base = ["run", "-t", tiny_target, "-n", "40", "--json", *EXACT, "hello world hello world hello world hello"]
+    plain = json.loads(specdec(*base, "--no-draft").stdout)
+    ngram = json.loads(specdec(*base, "--method", "ngram").stdout)
+    assert ngram["method"] == "ngram" and ngram["n_drafted"] > 0
+    assert ngram["tokens"] == plain["tokens"]
+    assert_one_line_error(specdec("run", "-t", tiny_target, "--verify", "bogus", "hi"), 2, "--verify")
+    assert_one_line_error(specdec("run", "-t", tiny_target, "--method", "eagle3", "hi"), 2, "--method")
+    sampled = json.loads(specdec("run", "-t", tiny_target, "--method", "ngram", "--temp", "0.8", "--seed", "3",
+                                 "-n", "8", "--json", *EXACT, "hi").stdout)
+    assert sampled["verify"] == "match" and sampled["seed"] == 3  # n-gram proposals are greedy: exact == match

@@ -39,6 +39,9 @@ class BenchRequest:
     verbose: bool = False
     quant: str | None = None
     yes: bool = False
+    temp: float = 0.0
+    verify: str = "auto"  # comma-separated rules to compare at temp > 0, e.g. exact,match
+    seed: int = 0
 
 
 def parse_grid(text: str, kind, flag: str, lo: float, hi: float) -> list:
@@ -53,6 +56,7 @@ def parse_grid(text: str, kind, flag: str, lo: float, hi: float) -> list:
 
 def run_bench_request(req: BenchRequest) -> int:
     from ..engine.runner import DraftOptions, Engine, EngineOptions
+    from ..engine.verify import SamplingParams, check_verify_mode
     from ..registry import load_registry
     from ..run_command import check_memory
     from ..selection import fetch_missing, select
@@ -86,7 +90,12 @@ def run_bench_request(req: BenchRequest) -> int:
         ),
         draft=DraftOptions(draft_max=max(draft_max), p_min=p_min[0]),
     )
-    configs = grid(draft_max, p_min)
+    verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
+    for v in verify:
+        check_verify_mode(v)
+    if req.temp <= 0 and verify != ["auto"]:
+        raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
+    configs = grid(draft_max, p_min, verify=verify)
     n_runs = sum(len(v) for v in scenarios.values()) * req.repeats * len(configs)
     console.note(
         f"bench: {sel.target.name} with {sel.draft.name}; {len(scenarios)} scenario(s), {len(configs)} settings, "
@@ -105,6 +114,7 @@ def run_bench_request(req: BenchRequest) -> int:
             task = bar.add_task("measuring", total=n_runs)
             samples = run_bench(
                 engine, scenarios, configs, repeats=req.repeats, max_tokens=req.max_tokens, render=render,
+                sampling=SamplingParams(temp=req.temp, seed=req.seed),
                 on_sample=lambda s: (samples.append(s), bar.advance(task)),
             )
     except KeyboardInterrupt:
@@ -175,7 +185,7 @@ def _save(sel, rec) -> None:
 
     o = rec["overall"]
     tuned = Tuned(
-        use_draft=o["use_draft"], draft_max=o["draft_max"], p_min=o["p_min"], speedup=o["speedup"],
+        use_draft=o["use_draft"], method=o["method"] or "draft", draft_max=o["draft_max"], p_min=o["p_min"], speedup=o["speedup"],
         scenarios={k: v["speedup"] for k, v in rec["per_scenario"].items()}, machine=_machine(),
     )
     path = save_tuned(sel.target, sel.draft, tuned)

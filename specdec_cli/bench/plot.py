@@ -38,9 +38,14 @@ def plot(rows: list[Row], rec: dict, path: Path) -> Path:
     ax1.legend()
 
     overall = [r for r in rows if r.scenario == "overall" and r.config.use_draft]
-    for p_min in sorted({r.config.p_min for r in overall}):
-        pts = sorted((r.config.draft_max, r.speedup) for r in overall if r.config.p_min == p_min)
-        ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"p-min {p_min:g}")
+    lines: dict[str, list] = {}
+    for r in overall:
+        c = r.config
+        key = "n-gram" if c.method == "ngram" else f"p-min {c.p_min:g}" + ("" if c.verify == "auto" else f", {c.verify}")
+        lines.setdefault(key, []).append((c.draft_max, r.speedup))
+    for key, pts in sorted(lines.items()):
+        pts.sort()
+        ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=key)
     ax2.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     ax2.set_xlabel("draft-max")
     ax2.set_ylabel("speedup vs target alone (median)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..divergence import first_divergence
 from ..engine.runner import Engine, GenOptions
@@ -22,25 +22,39 @@ from ..prompts import PromptItem
 
 @dataclass(frozen=True)
 class Config:
-    """One setting to measure: the target alone, or the draft with a draft length and p-min."""
+    """One setting to measure: the target alone, n-gram lookup, or the draft model with a
+    draft length, a p-min and (at temperature > 0) a verification rule."""
 
     use_draft: bool
     draft_max: int = 0
     p_min: float = 0.0
+    method: str = "draft"  # draft | ngram (when use_draft)
+    verify: str = "auto"
 
     @property
     def label(self) -> str:
-        return f"draft-max {self.draft_max}, p-min {self.p_min:g}" if self.use_draft else "no draft"
+        if not self.use_draft:
+            return "no draft"
+        if self.method == "ngram":
+            return f"ngram, draft-max {self.draft_max}"
+        tail = "" if self.verify == "auto" else f", {self.verify}"
+        return f"draft-max {self.draft_max}, p-min {self.p_min:g}{tail}"
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "use_draft": self.use_draft, "draft_max": self.draft_max, "p_min": self.p_min}
+        return {"label": self.label, "use_draft": self.use_draft, "method": self.method if self.use_draft else None,
+                "draft_max": self.draft_max, "p_min": self.p_min, "verify": self.verify}
 
 
 BASELINE = Config(use_draft=False)
 
 
-def grid(draft_max: list[int], p_min: list[float]) -> list[Config]:
-    return [BASELINE] + [Config(True, n, p) for n in draft_max for p in p_min]
+def grid(draft_max: list[int], p_min: list[float], *, verify: list[str] = ("auto",), ngram: bool = True) -> list[Config]:
+    """The target alone, n-gram lookup at each draft length, then every draft-model setting."""
+    configs = [BASELINE]
+    if ngram:
+        configs += [Config(True, n, 0.0, "ngram") for n in draft_max]
+    configs += [Config(True, n, p, "draft", v) for n in draft_max for p in p_min for v in verify]
+    return configs
 
 
 @dataclass
@@ -88,15 +102,16 @@ def run_bench(
     max_tokens: int = 128,
     render: Callable[[PromptItem], list[int]],
     on_sample: Callable[[Sample], None] | None = None,
+    sampling: SamplingParams | None = None,
 ) -> list[Sample]:
     """Run every (scenario, prompt, repeat, config); ``render`` turns a prompt into tokens."""
-    gen = GenOptions(max_tokens=max_tokens, sampling=SamplingParams(temp=0.0))
+    gen = GenOptions(max_tokens=max_tokens, sampling=sampling or SamplingParams(temp=0.0))
     encoded = {(s, i): render(item) for s, items in scenarios.items() for i, item in enumerate(items)}
     first = next(iter(encoded.values()))
     engine.generate(first, GenOptions(max_tokens=8), use_draft=False)  # warm-up: caches, thread pools
-    if any(c.use_draft for c in configs):
-        _configure(engine, next(c for c in configs if c.use_draft))
-        engine.generate(first, GenOptions(max_tokens=8))
+    for cfg in {c.method: c for c in configs if c.use_draft}.values():
+        _configure(engine, cfg)
+        engine.generate(first, GenOptions(max_tokens=8), method=cfg.method)
     samples: list[Sample] = []
     for (scenario, i), tokens in encoded.items():
         item = scenarios[scenario][i]
@@ -108,7 +123,7 @@ def run_bench(
                 sample = _measure(engine, tokens, gen, cfg, scenario, pid, rep)
                 if not cfg.use_draft:
                     baseline_tokens = sample.tokens
-                elif baseline_tokens is not None and sample.tokens != baseline_tokens:
+                elif gen.sampling.temp <= 0 and baseline_tokens is not None and sample.tokens != baseline_tokens:
                     sample.divergence = _divergence(engine, tokens, gen, sample.tokens)
                 samples.append(sample)
                 if on_sample:
@@ -118,7 +133,8 @@ def run_bench(
 
 def _measure(engine: Engine, tokens, gen, cfg: Config, scenario: str, pid: str, rep: int) -> Sample:
     busy_before = engine.busy_seconds()
-    res = engine.generate(tokens, gen, use_draft=cfg.use_draft)
+    run_gen = replace(gen, verify=cfg.verify) if cfg.verify != gen.verify else gen
+    res = engine.generate(tokens, run_gen, use_draft=cfg.use_draft, method=cfg.method if cfg.use_draft else None)
     s = res.stats
     busy = engine.busy_seconds() - busy_before
     outside = max(0.0, s.prompt_seconds + s.decode_seconds - busy)

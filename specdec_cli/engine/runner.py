@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..textstream import Segment, TextStream
 from .drafters.base import Drafter
 from .drafters.model import ModelDrafter
+from .drafters.ngram import NgramDrafter
 from .llama import Context, ContextFull, ContextParams, Model
 from .session import Session, TracePoint
 from .stats import GenerationStats
@@ -120,22 +121,34 @@ class Engine:
         *,
         options: EngineOptions | None = None,
         draft: DraftOptions | None = None,
+        method: str | None = None,
     ):
+        """``method``: the drafting method generations use by default, "draft" (needs
+        ``draft_path``) or "ngram"; None = "draft" when a draft is given, else the target alone.
+        n-gram lookup is always available to ``generate(method="ngram")``: it costs nothing."""
         self.options = opts = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
+        self.method = method or ("draft" if draft_path is not None else None)
+        if self.method == "draft" and draft_path is None:
+            raise ValueError("the draft-model method needs a draft")
         self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, verbose=opts.verbose)
         self.draft_model: Model | None = None
         self.draft_ctx: Context | None = None
-        self.drafter: Drafter | None = None
-        n_out = 1 + (self.draft_options.draft_max if draft_path else 0)
-        self.target_ctx = Context(self.target_model, self._ctx_params(n_out))
+        # output rows are allocated as used, so room for the longest draft costs nothing up front
+        self.target_ctx = Context(self.target_model, self._ctx_params(1 + self.draft_options.draft_max))
+        self.drafters: dict[str, Drafter] = {"ngram": NgramDrafter()}
         if draft_path is not None:
             ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
             self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
             self.draft_ctx = Context(self.draft_model, self._ctx_params(1))
-            self.drafter = ModelDrafter(
+            self.drafters["draft"] = ModelDrafter(
                 self.draft_ctx, n_min=self.draft_options.draft_min, p_min=self.draft_options.p_min
             )
+
+    @property
+    def drafter(self) -> Drafter | None:
+        """The drafter of the default method (None: the target alone)."""
+        return self.drafters.get(self.method) if self.method else None
 
     def _ctx_params(self, n_outputs: int) -> ContextParams:
         o = self.options
@@ -171,12 +184,19 @@ class Engine:
 
     # --- generation -------------------------------------------------------------------------
     def session(
-        self, gen: GenOptions, *, use_draft: bool = True, trace: list[TracePoint] | None = None
+        self,
+        gen: GenOptions,
+        *,
+        use_draft: bool = True,
+        trace: list[TracePoint] | None = None,
+        method: str | None = None,
     ) -> Session:
         """The decode loop for one generation: its verifier, and one ``Sampler`` (one RNG,
         seeded from ``gen.sampling.seed``) shared by the verifier and, for sampled proposals,
-        the drafter. ``session.verifier.rule`` says which rule ``gen.verify`` resolved to."""
-        drafter = self.drafter if use_draft else None
+        the drafter. ``session.verifier.rule`` says which rule ``gen.verify`` resolved to.
+        ``method`` overrides the engine's default drafting method for this generation."""
+        drafter = self.drafters[method] if method else self.drafter
+        drafter = drafter if use_draft else None
         sampled = drafter.sampled_proposals if drafter is not None else True
         rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
         sampler = Sampler(gen.sampling) if rule != "greedy" else None
@@ -197,10 +217,11 @@ class Engine:
         use_draft: bool = True,
         on_text: Callable[[list[Segment]], None] | None = None,
         trace: bool = False,
+        method: str | None = None,
     ) -> Result:
         """Generate from ``prompt_tokens``; ``on_text`` receives text as soon as it is final."""
         points: list[TracePoint] | None = [] if trace else None
-        session = self.session(gen, use_draft=use_draft, trace=points)
+        session = self.session(gen, use_draft=use_draft, trace=points, method=method)
         stream = TextStream(self.target_model.piece, gen.stop)
         tokens: list[int] = []
         steps = session.run(prompt_tokens, gen.max_tokens)
@@ -241,8 +262,8 @@ class Engine:
             raise ValueError(f"draft_max {draft_max} exceeds the {cap} this engine was loaded for")
         self.draft_options.draft_max = draft_max
         self.draft_options.p_min = p_min
-        if self.drafter is not None:
-            self.drafter.p_min = p_min
+        if "draft" in self.drafters:
+            self.drafters["draft"].p_min = p_min
 
     def busy_seconds(self) -> float:
         """Time both contexts have spent inside llama_decode: the rest of a run is overhead."""
