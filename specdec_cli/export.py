@@ -53,13 +53,13 @@ from typing import Any
 from .errors import SpecdecError, UsageError
 from .registry import METHODS  # draft | eagle3 | dflash | dspark | ngram
 
-__all__ = ["ENGINES", "METHODS", "NGRAM_LOOKUP", "ExportSpec", "Export", "export"]
+__all__ = ["ENGINES", "METHODS", "NGRAM_MATCH", "ExportSpec", "Export", "export"]
 
 ENGINES = ("llama-server", "vllm", "sglang")
 
-# Tokens an n-gram (prompt lookup) draft matches before copying what followed. specdec's
-# own n-gram drafter is not built yet; 3 is the usual prompt-lookup window.
-NGRAM_LOOKUP = 3
+# The n-gram sizes specdec run's prompt lookup matches, longest first, before copying what
+# followed (engine/drafters/ngram.py, NgramDrafter(n_min=2, n_max_match=4)).
+NGRAM_MATCH = (2, 4)
 
 _ENGINE_NAMES = {"llama-server": "llama-server", "vllm": "vLLM", "sglang": "SGLang"}
 _METHOD_NAMES = {
@@ -154,7 +154,8 @@ class ExportSpec:
     draft_n_vocab: int | None = None  # for a classic draft (llama.cpp allows 128 apart)
     draft_block_size: int | None = None  # DFlash/DSpark trained block size
     draft_has_confidence_head: bool | None = None  # DSpark: p-min needs the head
-    ngram_lookup: int | None = None  # n-gram window; None = NGRAM_LOOKUP
+    ngram_min: int | None = None  # n-gram sizes matched, None = run's (NGRAM_MATCH)
+    ngram_max: int | None = None
 
 
 @dataclass
@@ -231,11 +232,14 @@ def _llama_server(spec: ExportSpec, n: int, notes: list[str]) -> Export:
         # --spec-ngram-simple-size-n tokens (common/speculative.cpp: its n_max is
         # ngram_simple.size_m; --spec-draft-n-max does not apply to it). It proposes
         # nothing unless size-n <= size-m (common/ngram-map.cpp, copy_max < size_n).
-        look = _ngram_lookup(spec)
-        if look > n:
-            notes.append(f"n-gram window lowered from {look} to {n} tokens: llama-server's ngram-simple "
-                         "drafts nothing when the window is longer than the draft")
-            look = n
+        # It matches one size: the shortest of run's, so it drafts wherever run would.
+        lo, hi = _ngram_sizes(spec)
+        look = min(lo, n)
+        if look != lo:
+            notes.append(f"n-gram size lowered from {lo} to {n}: llama-server's ngram-simple drafts nothing "
+                         "when the matched n-gram is longer than the draft")
+        if hi > look:
+            notes.append(f"llama-server's ngram-simple matches {look}-grams only (specdec tries {hi} down to {lo})")
         argv += ["--spec-type", "ngram-simple",
                  "--spec-ngram-simple-size-n", str(look), "--spec-ngram-simple-size-m", str(n)]
         _drop_ngram_extras(spec, notes, "llama-server")
@@ -283,10 +287,10 @@ def _vllm(spec: ExportSpec, n: int, notes: list[str]) -> Export:
     target = _hf_checkpoint("target", "vllm", spec.target, spec.target_repo, notes)
     config: dict[str, Any] = {"method": _VLLM_METHOD[spec.method]}
     if spec.method == "ngram":
-        # prompt_lookup_max / prompt_lookup_min: the n-gram window (SpeculativeConfig fields;
-        # docs features/speculative_decoding/n_gram/). Equal, as llama.cpp's ngram-simple uses one size.
-        look = _ngram_lookup(spec)
-        config.update(num_speculative_tokens=n, prompt_lookup_max=look, prompt_lookup_min=look)
+        # prompt_lookup_max / prompt_lookup_min: the n-gram sizes tried, longest first, as run
+        # does (SpeculativeConfig fields; docs features/speculative_decoding/n_gram/).
+        lo, hi = _ngram_sizes(spec)
+        config.update(num_speculative_tokens=n, prompt_lookup_max=hi, prompt_lookup_min=lo)
         _drop_ngram_extras(spec, notes, "vLLM")
     else:
         draft = _hf_checkpoint("draft", "vllm", spec.draft, spec.draft_repo, notes)
@@ -379,8 +383,10 @@ def _validate(spec: ExportSpec) -> None:
          "pass a whole number (-1 = all)"),
         (spec.gpu_layers_draft is None or _is_int(spec.gpu_layers_draft),
          f"bad draft GPU layer count {spec.gpu_layers_draft}", "pass a whole number (-1 = all)"),
-        (spec.ngram_lookup is None or (_is_int(spec.ngram_lookup) and spec.ngram_lookup >= 1),
-         f"n-gram window must be at least 1, not {spec.ngram_lookup}", "use 1 or more tokens"),
+        (all(v is None or (_is_int(v) and v >= 1) for v in (spec.ngram_min, spec.ngram_max))
+         and _ngram_sizes(spec)[0] <= _ngram_sizes(spec)[1],
+         f"n-gram sizes must be 1 or more, the smallest first, not {spec.ngram_min} and {spec.ngram_max}",
+         "use 1 <= ngram-min <= ngram-max"),
         (spec.draft_block_size is None or (_is_int(spec.draft_block_size) and spec.draft_block_size >= 2),
          f"bad draft block size {spec.draft_block_size}", "read it from the draft's dflash.block_size"),
     ]
@@ -440,8 +446,10 @@ def _ngl(n: int) -> str:
     return "all" if n < 0 else str(n)
 
 
-def _ngram_lookup(spec: ExportSpec) -> int:
-    return spec.ngram_lookup if spec.ngram_lookup is not None else NGRAM_LOOKUP
+def _ngram_sizes(spec: ExportSpec) -> tuple[int, int]:
+    lo = spec.ngram_min if spec.ngram_min is not None else NGRAM_MATCH[0]
+    hi = spec.ngram_max if spec.ngram_max is not None else max(NGRAM_MATCH[1], lo)
+    return lo, hi
 
 
 def _drop_ngram_extras(spec: ExportSpec, notes: list[str], engine: str, *, window: bool = True) -> None:
@@ -449,8 +457,9 @@ def _drop_ngram_extras(spec: ExportSpec, notes: list[str], engine: str, *, windo
         notes.append(f"p-min {_num(spec.p_min)} dropped: n-gram lookup has no draft probabilities")
     if spec.draft_min > 0:
         notes.append(f"draft-min {spec.draft_min} dropped: {engine}'s n-gram lookup has no minimum draft length")
-    if not window and spec.ngram_lookup is not None:
-        notes.append(f"n-gram window {spec.ngram_lookup} dropped: {engine} has no such setting")
+    if not window and (spec.ngram_min is not None or spec.ngram_max is not None):
+        lo, hi = _ngram_sizes(spec)
+        notes.append(f"n-gram sizes {lo}-{hi} dropped: {engine} has no such setting")
 
 
 def _drop_draft_extras(spec: ExportSpec, notes: list[str], engine: str, why: str) -> None:

@@ -46,6 +46,7 @@ def export_pair(
         opts, sources = draft_settings(sel, draft_max, draft_min, p_min)
         spec_target, spec_draft = str(sel.target), str(sel.draft) if sel.draft else None
         n_vocab = (sel.target_info.n_vocab, sel.draft_info.n_vocab if sel.draft_info else None)
+        kv = sel.draft_info.kv if sel.draft_info else {}
     else:
         from .engine.runner import DraftOptions
 
@@ -59,7 +60,7 @@ def export_pair(
         method = entry.method
         spec_target = target or entry.target_path or (entry.target_repos[0] if entry.target_repos else None)
         spec_draft = draft or entry.draft_path or entry.draft_repo
-        n_vocab = (None, None)
+        n_vocab, kv = (None, None), {}
         if spec_target is None:
             raise SpecdecError(f"pair '{entry.name}' names no target", hint="pass --target")
     spec = ExportSpec(
@@ -78,5 +79,7 @@ def export_pair(
         draft_repo=draft_repo or (entry.draft_repo if entry and method in ("eagle3", "dflash", "dspark") else None),
         target_n_vocab=n_vocab[0],
         draft_n_vocab=n_vocab[1],
+        draft_block_size=kv.get("dflash.block_size"),
+        draft_has_confidence_head=kv.get("dflash.has_confidence_head"),
     )
     return export(spec, engine)

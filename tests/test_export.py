@@ -24,7 +24,7 @@ import pytest
 
 from specdec_cli import export as export_mod
 from specdec_cli.errors import EXIT_FAILURE, EXIT_USAGE, SpecdecError, UsageError
-from specdec_cli.export import ENGINES, NGRAM_LOOKUP, Export, ExportSpec, export
+from specdec_cli.export import ENGINES, NGRAM_MATCH, Export, ExportSpec, export
 from specdec_cli.registry import METHODS
 
 T_GGUF = "/models/Qwen3-8B-Q4_K_M.gguf"
@@ -72,7 +72,7 @@ EXPECTED = {
         "--spec-draft-n-max", "7", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0.5"],
     ("llama-server", "ngram"): [
         "llama-server", "-m", T_GGUF, "--spec-type", "ngram-simple",
-        "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"],
+        "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8"],
     ("vllm", "draft"): [
         "vllm", "serve", "Qwen/Qwen2.5-Coder-7B-Instruct", "--speculative-config",
         '{"method": "draft_model", "model": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "num_speculative_tokens": 8}'],
@@ -87,7 +87,7 @@ EXPECTED = {
         '{"method": "dspark", "model": "deepseek-ai/dspark_qwen3_8b_block7", "num_speculative_tokens": 7}'],
     ("vllm", "ngram"): [
         "vllm", "serve", T_REPO, "--speculative-config",
-        '{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 3, "prompt_lookup_min": 3}'],
+        '{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'],
     ("sglang", "draft"): [
         "python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen2.5-Coder-7B-Instruct",
         "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "Qwen/Qwen2.5-Coder-0.5B-Instruct",
@@ -186,12 +186,27 @@ def test_llama_server_ngram_has_no_draft_layers():
     assert "-ngld dropped: n-gram lookup has no draft model" in out.notes
 
 
-def test_llama_server_ngram_window_fits_the_draft():
-    out = export(spec_for("ngram", draft_max=2), "llama-server")
-    assert out.argv[-4:] == ["--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "2"]
-    assert any(n.startswith(f"n-gram window lowered from {NGRAM_LOOKUP} to 2") for n in out.notes)
-    out = export(spec_for("ngram", ngram_lookup=5), "vllm")
-    assert json.loads(out.argv[-1])["prompt_lookup_max"] == 5
+def test_ngram_sizes_follow_run():
+    out = export(spec_for("ngram"), "llama-server")
+    assert "llama-server's ngram-simple matches 2-grams only (specdec tries 4 down to 2)" in out.notes
+    out = export(spec_for("ngram", draft_max=1), "llama-server")
+    assert out.argv[-4:] == ["--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", "1"]
+    assert any(n.startswith("n-gram size lowered from 2 to 1") for n in out.notes)
+    out = export(spec_for("ngram", ngram_min=3, ngram_max=5), "vllm")
+    assert out.speculative_config["prompt_lookup_max"] == 5 and out.speculative_config["prompt_lookup_min"] == 3
+    out = export(spec_for("ngram", ngram_min=3), "sglang")
+    assert "n-gram sizes 3-4 dropped: SGLang has no such setting" in out.notes
+    with pytest.raises(UsageError):
+        export(spec_for("ngram", ngram_min=5, ngram_max=3), "vllm")
+
+
+def test_ngram_sizes_are_those_of_runs_drafter():
+    import inspect
+
+    from specdec_cli.engine.drafters.ngram import NgramDrafter
+
+    params = inspect.signature(NgramDrafter.__init__).parameters
+    assert (params["n_min"].default, params["n_max_match"].default) == NGRAM_MATCH
 
 
 def test_llama_server_has_no_tensor_parallel_flag():
