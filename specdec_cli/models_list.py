@@ -30,7 +30,7 @@ from typing import Iterable
 from .errors import SpecdecError
 from .gguf_meta import read_gguf
 from .hub import _model_key, human_size, quant_of, shard_names, split_info
-from .registry import Registry, hf_hub_cache, resolve_local
+from .registry import Registry, _snapshots, hf_hub_cache, resolve_local
 
 __all__ = ["MODEL_DIRS_ENV", "LocalModel", "model_dirs", "list_local_models", "human_size"]
 
@@ -180,18 +180,6 @@ def _hf_cache_files() -> list[tuple[Path, str, str]]:
     return out
 
 
-def _snapshots(repo_dir: Path) -> list[Path]:
-    """The repo's snapshot folders: the one refs/main names first, then newest first."""
-    root = repo_dir / "snapshots"
-    if not root.is_dir():
-        return []
-    snaps = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    try:
-        main = (repo_dir / "refs" / "main").read_text().strip()
-    except OSError:
-        main = ""
-    snaps.sort(key=lambda p: p.name != main)
-    return snaps
 
 
 def _folder_files(folder: Path) -> list[Path]:

@@ -58,7 +58,7 @@ class RunRequest:
 
 
 def run_request(req: RunRequest) -> int:
-    from .engine.runner import Engine, EngineOptions, GenOptions
+    from .engine.runner import Engine, GenOptions
     from .engine.verify import SamplingParams
     from .registry import load_registry
     from .selection import fetch_missing, select
@@ -104,21 +104,8 @@ def run_request(req: RunRequest) -> int:
         if not req.quiet:
             console.note(f"n-gram lookup: `specdec bench --save` found it faster than {sel.draft.name} on this machine")
         sel.draft, sel.draft_info, sel.method, sel.how = None, None, "ngram", "bench"
-    est = check_memory(
-        sel, draft_opts.draft_max, ctx=req.ctx, cache_type_k=req.cache_type_k, cache_type_v=req.cache_type_v,
-        flash_attn=req.flash_attn, gpu_layers=req.gpu_layers, gpu_layers_draft=req.gpu_layers_draft,
-        margin=req.margin, force=req.force, quiet=req.quiet,
-    )
-    engine_opts = EngineOptions(
-        n_ctx=req.ctx,
-        threads=req.threads,
-        gpu_layers=est.ngl_target,
-        gpu_layers_draft=est.ngl_draft,
-        flash_attn=req.flash_attn,
-        cache_type_k=req.cache_type_k,
-        cache_type_v=req.cache_type_v,
-        verbose=req.verbose,
-    )
+    est = check_memory(sel, draft_opts.draft_max, req, force=req.force, quiet=req.quiet)
+    engine_opts = engine_options(req, est)
     if not req.quiet:
         what = f"draft {sel.draft.name} ({sel.how})" if sel.draft else ("n-gram drafting" if sel.method == "ngram" else "no draft")
         tuning = f", draft-max {draft_opts.draft_max} ({sources['draft_max']})" if sel.method else ""
@@ -149,25 +136,26 @@ def run_request(req: RunRequest) -> int:
         engine.close()
 
 
-def check_memory(
-    sel, draft_max: int, *, ctx: int, cache_type_k: str, cache_type_v: str, flash_attn: str,
-    gpu_layers: str, gpu_layers_draft: str, margin: float, force: bool, quiet: bool,
-):
-    """Budget the setup before loading anything; choose the offload when -ngl is auto; refuse if it cannot fit."""
+def check_memory(sel, draft_max: int, req, *, force: bool, quiet: bool):
+    """Budget the setup before loading anything; choose the offload when -ngl is auto; refuse if it cannot fit.
+
+    ``req`` is a RunRequest or BenchRequest: both carry ctx, cache types, flash_attn, layers and margin.
+    """
     from .budget import parse_layers, plan, suggestions
     from .views import budget_table
 
+    gpu_layers = req.gpu_layers
     est = plan(
         sel.target_info,
         sel.draft_info,
-        n_ctx=ctx,
-        cache_type_k=cache_type_k,
-        cache_type_v=cache_type_v,
-        flash_attn=flash_attn,
+        n_ctx=req.ctx,
+        cache_type_k=req.cache_type_k,
+        cache_type_v=req.cache_type_v,
+        flash_attn=req.flash_attn,
         draft_max=draft_max,
         ngl_target=parse_layers(gpu_layers, "-ngl"),
-        ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
-        margin_gib=margin,
+        ngl_draft=parse_layers(req.gpu_layers_draft, "-ngld"),
+        margin_gib=req.margin,
     )
     short = [(d, est.short(d)) for d in est.devices if d.usable and est.short(d)]
     if short and not force:
@@ -183,6 +171,22 @@ def check_memory(
         auto = " (auto)" if gpu_layers == "auto" else ""
         console.note(f"offload{auto}: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}")
     return est
+
+
+def engine_options(req, est):
+    """llama.cpp settings of a RunRequest or BenchRequest, with the offload the memory check chose."""
+    from .engine.runner import EngineOptions
+
+    return EngineOptions(
+        n_ctx=req.ctx,
+        threads=req.threads,
+        gpu_layers=est.ngl_target,
+        gpu_layers_draft=est.ngl_draft,
+        flash_attn=req.flash_attn,
+        cache_type_k=req.cache_type_k,
+        cache_type_v=req.cache_type_v,
+        verbose=req.verbose,
+    )
 
 
 def draft_settings(sel, draft_max=None, draft_min=None, p_min=None):

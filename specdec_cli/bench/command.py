@@ -55,10 +55,10 @@ def parse_grid(text: str, kind, flag: str, lo: float, hi: float) -> list:
 
 
 def run_bench_request(req: BenchRequest) -> int:
-    from ..engine.runner import DraftOptions, Engine, EngineOptions
+    from ..engine.runner import DraftOptions, Engine
     from ..engine.verify import SamplingParams, check_verify_mode
     from ..registry import load_registry
-    from ..run_command import check_memory
+    from ..run_command import check_memory, engine_options
     from ..selection import fetch_missing, select
     from .report import print_tables, recommend, summarize
     from .runner import grid, run_bench
@@ -77,18 +77,9 @@ def run_bench_request(req: BenchRequest) -> int:
         raise UsageError("bench compares the target with and without a draft: no draft was found", hint="pass --draft FILE or --pair NAME")
     for w in sel.warnings:
         console.warn(w)
-    est = check_memory(
-        sel, max(draft_max), ctx=req.ctx, cache_type_k=req.cache_type_k, cache_type_v=req.cache_type_v,
-        flash_attn=req.flash_attn, gpu_layers=req.gpu_layers, gpu_layers_draft=req.gpu_layers_draft,
-        margin=req.margin, force=False, quiet=False,
-    )
+    est = check_memory(sel, max(draft_max), req, force=False, quiet=False)
     engine = Engine(
-        sel.target, sel.draft,
-        options=EngineOptions(
-            n_ctx=req.ctx, threads=req.threads, gpu_layers=est.ngl_target, gpu_layers_draft=est.ngl_draft,
-            flash_attn=req.flash_attn, cache_type_k=req.cache_type_k, cache_type_v=req.cache_type_v, verbose=req.verbose,
-        ),
-        draft=DraftOptions(draft_max=max(draft_max), p_min=p_min[0]),
+        sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=max(draft_max), p_min=p_min[0])
     )
     verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
     for v in verify:
