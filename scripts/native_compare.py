@@ -29,9 +29,14 @@ stall at every barrier). Quote the median specdec/native ratio, not the absolute
 The "others" column gives, per side, how many cores other processes kept busy during the
 run (from /proc/stat, minus this run's own CPU time); rows above 0.25 are marked "!".
 On a busy machine use --repeats 3 --stat best (the fastest run of each side is the least
-disturbed one) and rerun when the table shows marks. Token counts differ slightly by construction: speculative-simple stops once it
-has *more* than -n tokens (so it emits n+1 up to n+K+1), specdec emits exactly -n; the
-rates are per token, so this does not bias the ratio.
+disturbed one) and rerun when the table shows marks.
+
+Counts differ a little by construction. speculative-simple stops once it has *more* than -n
+tokens, so it emits n+1 up to n+K+1 (an end-of-generation token included), and in its last
+step a remaining budget of 0 means "no limit" to draft-simple, so it drafts K; specdec emits
+exactly -n and drafts no more than the budget left. The rates are per token, so this does
+not bias the ratio; the texts are compared on their common length ("output": same, or the
+first character where they part).
 """
 
 from __future__ import annotations
