@@ -1,6 +1,7 @@
 """Side-by-side speed of the target alone and with its draft, in one process.
 
-Until `specdec bench` exists this is how the README's figures are made. Each prompt runs
+A quick three-prompt check (the README's first figures); `specdec bench` is the full
+measurement. Each prompt runs
 without and then with the draft after one warm-up, greedy, with the chat template; the
 table gives decode tokens/s of both, their ratio, the acceptance rate and tokens per target
 pass, and whether the two outputs are identical (or part at a near-tie).
