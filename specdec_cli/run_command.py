@@ -59,23 +59,11 @@ class RunRequest:
 
 def run_request(req: RunRequest) -> int:
     from .engine.runner import Engine, GenOptions
-    from .engine.verify import SamplingParams
+    from .engine.verify import SamplingParams, check_verify_mode
     from .registry import load_registry
     from .selection import fetch_missing, select
 
-    from .engine.verify import check_verify_mode
-
     check_verify_mode(req.verify)
-    if req.batch is not None and (req.prompt is not None or req.file is not None):
-        raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
-    if req.explain_divergence and req.temp > 0:
-        raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
-    items = read_batch(req.batch) if req.batch else [PromptItem(text=read_prompt(req.prompt, req.file))]
-
-    registry = load_registry(req.registry)
-    target, draft = fetch_missing(
-        registry, pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft, quant=req.quant, yes=req.yes
-    )
     if req.method not in (None, "draft", "ngram"):
         raise UsageError(
             f"--method {req.method} is not driven by specdec yet",
@@ -84,6 +72,17 @@ def run_request(req: RunRequest) -> int:
     ngram = req.method == "ngram"
     if ngram and (req.draft or req.no_draft):
         raise UsageError("--method ngram drafts without a draft model", hint="drop --draft/--no-draft")
+    if req.batch is not None and (req.prompt is not None or req.file is not None):
+        raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
+    if req.explain_divergence and req.temp > 0:
+        raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
+    items = read_batch(req.batch) if req.batch else [PromptItem(text=read_prompt(req.prompt, req.file))]
+
+    registry = load_registry(req.registry)
+    target, draft = fetch_missing(
+        registry, pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft or ngram,
+        quant=req.quant, yes=req.yes,
+    )
     sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft or ngram, quant=req.quant)
     if ngram:
         sel.method, sel.how = "ngram", "--method ngram"

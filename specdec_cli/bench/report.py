@@ -109,8 +109,9 @@ def print_tables(rows: list[Row], rec: dict, console) -> None:
     scenarios = list(dict.fromkeys(r.scenario for r in rows))
     for scenario in scenarios:
         table = Table(title=scenario, box=None, header_style="bold", title_justify="left")
-        for col in ("setting", "tok/s", "speedup", "spread", "accept", "tok/pass", "TTFT s"):
-            table.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
+        table.add_column("setting", overflow="fold")
+        for col in ("tok/s", "speedup", "spread", "accept", "tok/pass", "TTFT s"):
+            table.add_column(col, justify="right", no_wrap=True)
         for r in (r for r in rows if r.scenario == scenario):
             table.add_row(
                 r.config.label,
