@@ -97,8 +97,17 @@ def vocab_tokens(vocab: str = "base") -> tuple[list[str], list[float], list[int]
     return texts, scores, types
 
 
-def _llama_tensors(rng, *, n_vocab, n_layer, n_embd, n_head, n_head_kv, n_ff, output_scale):
-    """Random f32 weights under llama.cpp's tensor names (numpy shape = ggml ne reversed)."""
+FOCUS_FIRST = 261  # the first normal (word-piece) token of the fixture vocabulary
+FOCUS_GAIN = 4.0
+
+
+def _llama_tensors(rng, *, n_vocab, n_layer, n_embd, n_head, n_head_kv, n_ff, output_scale, qk_norm=False,
+                   focus=0):
+    """Random f32 weights under llama.cpp's tensor names (numpy shape = ggml ne reversed).
+    ``qk_norm`` adds the per-head query/key norms of the qwen3 architecture. ``focus`` scales
+    up the output rows of that many word pieces, so the model mostly picks among them: a
+    random draft head that shares this output projection then guesses right often enough
+    for acceptance counts to mean something."""
     head_dim = n_embd // n_head
 
     def mat(rows: int, cols: int, scale: float = 0.02) -> np.ndarray:
@@ -115,12 +124,18 @@ def _llama_tensors(rng, *, n_vocab, n_layer, n_embd, n_head, n_head_kv, n_ff, ou
         yield p + "attn_k.weight", mat(n_head_kv * head_dim, n_embd)
         yield p + "attn_v.weight", mat(n_head_kv * head_dim, n_embd)
         yield p + "attn_output.weight", mat(n_embd, n_head * head_dim)
+        if qk_norm:
+            yield p + "attn_q_norm.weight", ones(head_dim)
+            yield p + "attn_k_norm.weight", ones(head_dim)
         yield p + "ffn_norm.weight", ones(n_embd)
         yield p + "ffn_gate.weight", mat(n_ff, n_embd)
         yield p + "ffn_up.weight", mat(n_ff, n_embd)
         yield p + "ffn_down.weight", mat(n_embd, n_ff)
     yield "output_norm.weight", ones(n_embd)
-    yield "output.weight", mat(n_vocab, n_embd, 0.02 * output_scale)
+    out = mat(n_vocab, n_embd, 0.02 * output_scale)
+    if focus:
+        out[FOCUS_FIRST:FOCUS_FIRST + focus] *= np.float32(FOCUS_GAIN)
+    yield "output.weight", out
 
 
 def write_llama_gguf(
@@ -138,12 +153,16 @@ def write_llama_gguf(
     name: str = "tiny",
     basename: str = "Tiny-Llama",
     size_label: str | None = None,
+    arch: str = "llama",
+    focus: int = 0,
 ) -> Path:
-    """Write a llama-architecture GGUF with random f32 weights and a small SPM vocab.
+    """Write a llama- (or qwen3-) architecture GGUF with random f32 weights and a small SPM vocab.
 
     ``size_label`` defaults to the honest rounded parameter count (e.g. "672K").
     Returns the path written.
     """
+    if arch not in ("llama", "qwen3"):
+        raise ValueError(f"arch must be llama or qwen3, not {arch!r}")
     if n_embd % n_head or n_head % n_head_kv:
         raise ValueError("n_embd must be a multiple of n_head, and n_head of n_head_kv")
     path = Path(path)
@@ -151,36 +170,20 @@ def write_llama_gguf(
     rng = np.random.default_rng(seed)
     tensors = list(_llama_tensors(
         rng, n_vocab=len(texts), n_layer=n_layer, n_embd=n_embd, n_head=n_head,
-        n_head_kv=n_head_kv, n_ff=n_ff, output_scale=output_scale,
+        n_head_kv=n_head_kv, n_ff=n_ff, output_scale=output_scale, qk_norm=arch == "qwen3",
+        focus=focus,
     ))
     n_params = sum(int(a.size) for _, a in tensors)
 
-    w = gguf.GGUFWriter(path, "llama")
+    w = gguf.GGUFWriter(path, arch)
     try:
         w.add_name(name)
         w.add_basename(basename)
         w.add_size_label(size_label or gguf.size_label(n_params, 0, 0, 0))
         w.add_file_type(gguf.LlamaFileType.ALL_F32)
-        w.add_context_length(n_ctx_train)
-        w.add_embedding_length(n_embd)
-        w.add_block_count(n_layer)
-        w.add_feed_forward_length(n_ff)
-        w.add_head_count(n_head)
-        w.add_head_count_kv(n_head_kv)
-        w.add_rope_dimension_count(n_embd // n_head)
-        w.add_rope_freq_base(10000.0)
-        w.add_layer_norm_rms_eps(1e-5)
-        w.add_vocab_size(len(texts))
-
-        w.add_tokenizer_model("llama")
-        w.add_token_list(texts)
-        w.add_token_scores(scores)
-        w.add_token_types(types)
-        w.add_unk_token_id(0)
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(2)
-        w.add_add_bos_token(True)
-        w.add_add_eos_token(False)
+        _add_shape(w, n_ctx_train=n_ctx_train, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff,
+                   n_head=n_head, n_head_kv=n_head_kv)
+        _add_vocab(w, texts, scores, types)
         w.add_chat_template(CHATML_TEMPLATE)
 
         for tname, arr in tensors:
@@ -191,6 +194,192 @@ def write_llama_gguf(
     finally:
         w.close()
     return path
+
+
+def _add_shape(w, *, n_ctx_train, n_embd, n_layer, n_ff, n_head, n_head_kv) -> None:
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+
+
+def _add_vocab(w, texts, scores, types, *, mask_token: int | None = None) -> None:
+    w.add_vocab_size(len(texts))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(texts)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    if mask_token is not None:
+        w.add_uint32("tokenizer.ggml.mask_token_id", mask_token)
+
+
+def _write(path: Path, arch: str, tensors, fill) -> Path:
+    """Write a GGUF: ``fill(writer)`` adds the metadata, then the tensors follow."""
+    w = gguf.GGUFWriter(path, arch)
+    try:
+        fill(w)
+        for tname, arr in tensors:
+            w.add_tensor(tname, arr)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+    finally:
+        w.close()
+    return path
+
+
+# --- speculative draft heads --------------------------------------------------------------
+#
+# Laid out exactly as llama.cpp 0.3.36 loads them (src/models/eagle3.cpp and dflash.cpp,
+# load_arch_hparams / load_arch_tensors): every tensor the loader creates, no other. Neither
+# head carries token embeddings or an output projection of its own here: they borrow the
+# target's through ``ctx_other``, as the converted Qwen3 heads do, so their width must be the
+# target's.
+
+HEAD_MASK_TOKEN = 0  # DFlash fills its draft block with this token id (<unk> in the fixture vocab)
+
+
+def write_eagle3_gguf(
+    path: str | Path,
+    *,
+    target_layers: tuple[int, ...] = (0, 2, 3),
+    n_embd: int = 128,
+    n_embd_target: int | None = None,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 256,
+    seed: int = 10,
+    basename: str = "Tiny-Llama",
+    name: str = "tiny-eagle3",
+) -> Path:
+    """An EAGLE-3 head: fc fuses 3 target layers, one decoder layer over [embedding; g]."""
+    path = Path(path)
+    n_embd_target = n_embd_target or n_embd
+    rng = np.random.default_rng(seed)
+    head_dim = n_embd // n_head
+
+    def mat(rows, cols, scale=0.02):
+        return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
+
+    ones = lambda n: np.ones(n, dtype=np.float32)  # noqa: E731
+    # fc mostly copies the last extracted target layer, so the head's state starts near the
+    # target's own (a trained head learns far more; this one only gets repetition right)
+    fc = mat(n_embd, len(target_layers) * n_embd_target)
+    if n_embd == n_embd_target:
+        fc[:, (len(target_layers) - 1) * n_embd_target:] += np.eye(n_embd, dtype=np.float32)
+    tensors = [
+        ("fc.weight", fc),
+        ("output_norm.weight", ones(n_embd)),
+        ("blk.0.attn_norm.weight", ones(n_embd)),
+        ("blk.0.attn_norm_2.weight", ones(n_embd)),
+        ("blk.0.attn_q.weight", mat(n_head * head_dim, 2 * n_embd)),
+        ("blk.0.attn_k.weight", mat(n_head_kv * head_dim, 2 * n_embd)),
+        ("blk.0.attn_v.weight", mat(n_head_kv * head_dim, 2 * n_embd)),
+        ("blk.0.attn_output.weight", mat(n_embd, n_head * head_dim)),
+        ("blk.0.ffn_norm.weight", ones(n_embd)),
+        ("blk.0.ffn_gate.weight", mat(n_ff, n_embd)),
+        ("blk.0.ffn_up.weight", mat(n_ff, n_embd)),
+        ("blk.0.ffn_down.weight", mat(n_embd, n_ff)),
+    ]
+    texts, scores, types = vocab_tokens("base")
+
+    def fill(w):
+        w.add_name(name)
+        w.add_basename(basename)
+        w.add_file_type(gguf.LlamaFileType.ALL_F32)
+        _add_shape(w, n_ctx_train=2048, n_embd=n_embd, n_layer=1, n_ff=n_ff, n_head=n_head, n_head_kv=n_head_kv)
+        w.add_array("eagle3.target_layers", [int(i) for i in target_layers])
+        w.add_uint32("eagle3.target_hidden_size", n_embd_target)
+        _add_vocab(w, texts, scores, types)
+
+    return _write(path, "eagle3", tensors, fill)
+
+
+def write_dflash_gguf(
+    path: str | Path,
+    *,
+    target_layers: tuple[int, ...] = (0, 1, 3),
+    n_embd: int = 128,
+    n_layer: int = 1,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 256,
+    block_size: int = 7,
+    markov_rank: int | None = None,
+    confidence_head: bool = True,
+    sample_from_anchor: bool | None = None,
+    seed: int = 20,
+    basename: str = "Tiny-Qwen3",
+    name: str = "tiny-dflash",
+) -> Path:
+    """A DFlash head (block diffusion over [last token, mask, ...]); ``markov_rank`` adds
+    DSpark's Markov head (and, with ``confidence_head``, its confidence head)."""
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    head_dim = n_embd // n_head
+    texts, scores, types = vocab_tokens("base")
+    n_vocab = len(texts)
+
+    def mat(rows, cols, scale=0.02):
+        return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
+
+    ones = lambda n: np.ones(n, dtype=np.float32)  # noqa: E731
+    tensors = [
+        ("fc.weight", mat(n_embd, len(target_layers) * n_embd, 0.05)),
+        ("enc.output_norm.weight", ones(n_embd)),
+        ("output_norm.weight", ones(n_embd)),
+    ]
+    if markov_rank:
+        tensors += [
+            ("markov_w1.weight", mat(n_vocab, markov_rank, 0.05)),
+            ("markov_w2.weight", mat(n_vocab, markov_rank, 0.05)),
+        ]
+        if confidence_head:
+            tensors += [
+                ("conf_proj.weight", mat(1, n_embd + markov_rank, 0.5)),
+                ("conf_proj.bias", np.full(1, 1.0, dtype=np.float32)),
+            ]
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        tensors += [
+            (p + "attn_norm.weight", ones(n_embd)),
+            (p + "attn_q.weight", mat(n_head * head_dim, n_embd)),
+            (p + "attn_k.weight", mat(n_head_kv * head_dim, n_embd)),
+            (p + "attn_v.weight", mat(n_head_kv * head_dim, n_embd)),
+            (p + "attn_output.weight", mat(n_embd, n_head * head_dim)),
+            (p + "attn_q_norm.weight", ones(head_dim)),
+            (p + "attn_k_norm.weight", ones(head_dim)),
+            (p + "ffn_norm.weight", ones(n_embd)),
+            (p + "ffn_gate.weight", mat(n_ff, n_embd)),
+            (p + "ffn_up.weight", mat(n_ff, n_embd)),
+            (p + "ffn_down.weight", mat(n_embd, n_ff)),
+        ]
+
+    def fill(w):
+        w.add_name(name)
+        w.add_basename(basename)
+        w.add_file_type(gguf.LlamaFileType.ALL_F32)
+        _add_shape(w, n_ctx_train=2048, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff, n_head=n_head,
+                   n_head_kv=n_head_kv)
+        w.add_uint32("dflash.block_size", block_size)
+        w.add_array("dflash.target_layers", [int(i) for i in target_layers])
+        if markov_rank:
+            w.add_bool("dflash.has_confidence_head", confidence_head)
+        if sample_from_anchor is not None:
+            w.add_bool("dflash.sample_from_anchor", sample_from_anchor)
+        _add_vocab(w, texts, scores, types, mask_token=HEAD_MASK_TOKEN)
+
+    return _write(path, "dflash", tensors, fill)
 
 
 def write_meta_gguf(

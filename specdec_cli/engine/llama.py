@@ -92,6 +92,70 @@ def supports_gpu_offload() -> bool:
     return bool(_lib().llama_supports_gpu_offload())
 
 
+ROPE_TYPE_MROPE = 8
+PROCESS_ENCODE, PROCESS_DECODE = 0, 1
+
+# Staging functions of llama.cpp's src/llama-ext.h: exported from libllama with C++ linkage,
+# so they are found by their mangled names (Itanium on Linux/macOS, MSVC on Windows).
+# name -> (mangled names, argument types, return type)
+_P = ctypes.c_void_p
+_EXT_SIGNATURES = {
+    "llama_set_embeddings_layer_inp": (
+        ("_Z30llama_set_embeddings_layer_inpP13llama_contextjb",
+         "?llama_set_embeddings_layer_inp@@YAXPEAUllama_context@@I_N@Z"),
+        [_P, ctypes.c_uint32, ctypes.c_bool], None),
+    "llama_get_embeddings_layer_inp": (
+        ("_Z30llama_get_embeddings_layer_inpP13llama_contextj",
+         "?llama_get_embeddings_layer_inp@@YAPEAMPEAUllama_context@@I@Z"),
+        [_P, ctypes.c_uint32], ctypes.POINTER(ctypes.c_float)),
+    "llama_set_embeddings_nextn": (
+        ("_Z26llama_set_embeddings_nextnP13llama_contextbb",
+         "?llama_set_embeddings_nextn@@YAXPEAUllama_context@@_N1@Z"),
+        [_P, ctypes.c_bool, ctypes.c_bool], None),
+    "llama_get_embeddings_nextn": (
+        ("_Z26llama_get_embeddings_nextnP13llama_context",
+         "?llama_get_embeddings_nextn@@YAPEAMPEAUllama_context@@@Z"),
+        [_P], ctypes.POINTER(ctypes.c_float)),
+    "llama_get_embeddings_nextn_ith": (
+        ("_Z30llama_get_embeddings_nextn_ithP13llama_contexti",
+         "?llama_get_embeddings_nextn_ith@@YAPEAMPEAUllama_context@@H@Z"),
+        [_P, ctypes.c_int32], ctypes.POINTER(ctypes.c_float)),
+    "llama_model_target_layer_ids": (
+        ("_Z28llama_model_target_layer_idsPK11llama_model",
+         "?llama_model_target_layer_ids@@YAPEBHPEBUllama_model@@@Z"),
+        [_P], ctypes.POINTER(ctypes.c_int32)),
+    "llama_model_target_layer_ids_n": (
+        ("_Z30llama_model_target_layer_ids_nPK11llama_model",
+         "?llama_model_target_layer_ids_n@@YAIPEBUllama_model@@@Z"),
+        [_P], ctypes.c_uint32),
+    "llama_model_dflash_selector_top_k": (
+        ("_Z33llama_model_dflash_selector_top_kPK11llama_model",
+         "?llama_model_dflash_selector_top_k@@YAHPEBUllama_model@@@Z"),
+        [_P], ctypes.c_int32),
+}
+_ext_cache: dict[str, object] = {}
+
+
+def _ext(name: str):
+    """A staging (llama-ext.h) function of the loaded libllama, bound on first use."""
+    fn = _ext_cache.get(name)
+    if fn is not None:
+        return fn
+    mangled, argtypes, restype = _EXT_SIGNATURES[name]
+    lib = _lib().llama_cpp._lib
+    for sym in (name, *mangled):
+        fn = getattr(lib, sym, None)
+        if fn is not None:
+            fn.argtypes = argtypes
+            fn.restype = restype
+            _ext_cache[name] = fn
+            return fn
+    raise SpecdecError(
+        f"this llama-cpp-python build does not export {name}, which EAGLE-3/DFlash/DSpark drafting needs",
+        hint="install llama-cpp-python 0.3.36 or later, or use --method draft / ngram",
+    )
+
+
 class Model:
     """A loaded GGUF model: weights, vocabulary, tokenizer and chat template."""
 
@@ -114,6 +178,8 @@ class Model:
         self.n_params = int(ll.llama_model_n_params(self._ptr))
         self.bos = int(ll.llama_vocab_bos(self._vocab))
         self.eos = int(ll.llama_vocab_eos(self._vocab))
+        self.n_embd = int(ll.llama_model_n_embd(self._ptr))
+        self.n_layer = int(ll.llama_model_n_layer(self._ptr))
         self._eog: dict[int, bool] = {}
         self._pieces: dict[int, bytes] = {}
 
@@ -156,6 +222,32 @@ class Model:
 
     def token_text(self, token: int) -> str:
         return _lib().llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
+
+    def mask_token(self) -> int:
+        """The vocabulary's mask token (DFlash fills its draft block with it), -1 if none."""
+        return int(_lib().llama_vocab_mask(self._vocab))
+
+    # --- metadata and draft-head facts ------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        """A GGUF metadata value as llama.cpp renders it (``"true"``, ``"16"``), None if absent."""
+        buf = ctypes.create_string_buffer(256)
+        n = _lib().llama_model_meta_val_str(self._ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+    def target_layer_ids(self) -> list[int]:
+        """The target layers an EAGLE-3/DFlash head reads (empty for ordinary models)."""
+        n = int(_ext("llama_model_target_layer_ids_n")(self._ptr))
+        if n <= 0:
+            return []
+        ptr = _ext("llama_model_target_layer_ids")(self._ptr)
+        return [int(ptr[i]) for i in range(n)]
+
+    def dflash_selector_top_k(self) -> int:
+        """> 0 only for DFlash2 drafts (a selector lattice instead of logits)."""
+        return int(_ext("llama_model_dflash_selector_top_k")(self._ptr))
+
+    def rope_is_mrope(self) -> bool:
+        return int(_lib().llama_model_rope_type(self._ptr)) == ROPE_TYPE_MROPE
 
     # --- chat -------------------------------------------------------------------------------
     def chat_template(self) -> str | None:
@@ -230,10 +322,13 @@ def default_threads() -> int:
 class Context:
     """One inference context over a model: its KV cache, a reusable batch, and logits access."""
 
-    def __init__(self, model: Model, params: ContextParams):
+    def __init__(self, model: Model, params: ContextParams, *, other: Context | None = None):
+        """``other``: the target context a draft head borrows token embeddings and the output
+        projection from (llama.cpp's ``ctx_other``); it must outlive this context."""
         ll = _lib()
         self.model = model
         self.params = params
+        self.other = other
         cp = ll.llama_context_default_params()
         cp.n_ctx = params.n_ctx
         cp.n_batch = params.n_batch
@@ -248,6 +343,8 @@ class Context:
         cp.type_v = CACHE_TYPES[params.cache_type_v]
         cp.offload_kqv = params.offload_kqv
         cp.no_perf = True
+        if other is not None:
+            cp.ctx_other = other._ptr
         self._ptr = ll.llama_init_from_model(model._ptr, cp)
         if not self._ptr:
             detail = "; ".join(LOG.tail(2)) or "out of memory?"
@@ -257,6 +354,7 @@ class Context:
             )
         self.n_ctx = int(ll.llama_n_ctx(self._ptr))
         self.n_batch = int(ll.llama_n_batch(self._ptr))
+        self.n_ubatch = int(ll.llama_n_ubatch(self._ptr))
         self._mem = ll.llama_get_memory(self._ptr)
         self._cap = max(self.n_batch, 1)
         self._batch = ll.llama_batch_init(self._cap, 0, 1)
@@ -304,6 +402,56 @@ class Context:
             raise SpecdecError(f"llama.cpp returned no logits for output {i}")
         return np.frombuffer(ctypes.cast(ptr, self._logits_ptr_type).contents, dtype=np.float32)
 
+    # --- hidden states for draft heads (llama-ext.h) -----------------------------------------
+    def extract_layer_inputs(self, layer: int, enabled: bool = True) -> None:
+        """Make every decode keep the input of target layer ``layer`` for all its tokens."""
+        _ext("llama_set_embeddings_layer_inp")(self._ptr, layer, enabled)
+
+    def layer_inputs(self, layer: int, n_tokens: int) -> np.ndarray:
+        """The extracted inputs of ``layer`` for the last decode's tokens: (n_tokens, n_embd),
+        a view valid until the next decode."""
+        ptr = _ext("llama_get_embeddings_layer_inp")(self._ptr, layer)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp kept no hidden states of layer {layer} of {self.model.path.name}")
+        n = self.model.n_embd
+        return np.ctypeslib.as_array(ptr, shape=(n_tokens, n))
+
+    def output_hidden(self, enabled: bool, *, masked: bool) -> None:
+        """Keep the pre-norm hidden state ("nextn" embeddings) of output rows (masked) or of all rows."""
+        _ext("llama_set_embeddings_nextn")(self._ptr, enabled, masked)
+
+    def hidden(self, n_rows: int) -> np.ndarray:
+        """The kept pre-norm hidden states of the last pass: (n_rows, n_embd), a view."""
+        ptr = _ext("llama_get_embeddings_nextn")(self._ptr)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp kept no hidden states for {self.model.path.name}")
+        return np.ctypeslib.as_array(ptr, shape=(n_rows, self.model.n_embd))
+
+    def hidden_row(self, i: int) -> np.ndarray:
+        """The kept pre-norm hidden state of output row ``i``, a view."""
+        ptr = _ext("llama_get_embeddings_nextn_ith")(self._ptr, i)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp kept no hidden state for output {i}")
+        return np.ctypeslib.as_array(ptr, shape=(self.model.n_embd,))
+
+    def set_causal(self, causal: bool) -> None:
+        _lib().llama_set_causal_attn(self._ptr, causal)
+
+    def process(self, batch: ExtBatch, *, encode: bool = False) -> None:
+        """Run an extended batch (tokens, embeddings, or both per entry) through the decoder,
+        or through the encoder graph of an encoder-decoder draft head."""
+        if batch.size == 0:
+            return
+        t0 = time.perf_counter()
+        rc = _lib().llama_process(self._ptr, PROCESS_ENCODE if encode else PROCESS_DECODE, batch._ptr)
+        self.busy_seconds += time.perf_counter() - t0
+        if rc != 0:
+            raise _decode_error(rc, self)
+
+    def pos_max(self) -> int:
+        """The highest position in the cache, -1 when empty."""
+        return int(_lib().llama_memory_seq_pos_max(self._mem, SEQ))
+
     def kv_keep_until(self, pos: int) -> None:
         """Drop every cached position >= pos: the rollback after a rejected draft."""
         if not _lib().llama_memory_seq_rm(self._mem, SEQ, pos, -1):
@@ -327,6 +475,65 @@ class Context:
             self.close()
         except Exception:
             pass
+
+
+class ExtBatch:
+    """llama.cpp's extended batch: entries carry a token, an embedding row, or both.
+
+    llama.cpp copies embedding rows into the batch when they are added, so callers may
+    reuse their buffers right away."""
+
+    def __init__(self, ctx: Context):
+        ll = _lib()
+        self._ptr = ll.llama_batch_ext_init(ctx._ptr)
+        if not self._ptr:
+            raise SpecdecError(f"llama.cpp could not make a batch for {ctx.model.path.name}")
+        self.size = 0
+        self._pos = (ll.llama_pos * 4)()
+
+    def clear(self) -> None:
+        _lib().llama_batch_ext_clear(self._ptr)
+        self.size = 0
+
+    def add(self, token: int | None, pos: int, *, output: bool, embd: np.ndarray | None = None) -> int:
+        """Append a token (``embd`` optional: a row fed beside it) or, with ``token=None``,
+        an embedding row alone; returns its index in the batch."""
+        ll = _lib()
+        row = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)  # alive until copied
+        if token is None:
+            idx = ll.llama_batch_ext_add_embd(self._ptr, SEQ, _embd(row))
+        else:
+            idx = ll.llama_batch_ext_add_token(self._ptr, SEQ, token)
+        if idx < 0:
+            raise SpecdecError(f"llama.cpp refused a batch entry (code {idx}): " + "; ".join(LOG.tail(1)))
+        p = self._pos
+        p[0] = p[1] = p[2] = pos
+        p[3] = 0
+        ll.llama_batch_ext_set_pos(self._ptr, idx, p)
+        if token is not None and row is not None and not ll.llama_batch_ext_set_embd_token(self._ptr, idx, _embd(row)):
+            raise SpecdecError("llama.cpp refused an embedding row: " + "; ".join(LOG.tail(1)))
+        if output:
+            ll.llama_batch_ext_set_output_logits(self._ptr, idx, True)
+        self.size += 1
+        return idx
+
+    def close(self) -> None:
+        if getattr(self, "_ptr", None):
+            _lib().llama_batch_ext_free(self._ptr)
+            self._ptr = None
+
+    def __del__(self):  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _embd(row: np.ndarray):
+    """A ``llama_embd`` view of a contiguous float32 row; the caller keeps ``row`` alive
+    until llama.cpp has copied it."""
+    ll = _lib()
+    return ll.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[-1])
 
 
 class ContextFull(SpecdecError):

@@ -14,12 +14,17 @@ from pathlib import Path
 from ..errors import UsageError
 from ..textstream import Segment, TextStream
 from .drafters.base import Drafter
+from .drafters.dflash import DFlashDrafter
+from .drafters.eagle3 import Eagle3Drafter
 from .drafters.model import ModelDrafter
 from .drafters.ngram import NgramDrafter
 from .llama import Context, ContextFull, ContextParams, Model
 from .session import Session, TracePoint
 from .stats import GenerationStats
 from .verify import Sampler, SamplingParams, check_verify_mode, make_verifier, resolve_verify
+
+
+DRAFT_METHODS = ("draft", "eagle3", "dflash", "dspark")  # the methods that load a draft GGUF
 
 
 @dataclass
@@ -122,15 +127,19 @@ class Engine:
         options: EngineOptions | None = None,
         draft: DraftOptions | None = None,
         method: str | None = None,
+        warn: Callable[[str], None] | None = None,
     ):
-        """``method``: the drafting method generations use by default, "draft" (needs
-        ``draft_path``) or "ngram"; None = "draft" when a draft is given, else the target alone.
-        n-gram lookup is always available to ``generate(method="ngram")``: it costs nothing."""
+        """``method``: the drafting method generations use by default: "draft" (a classic
+        draft model), "eagle3", "dflash" or "dspark" (a draft head, which reads this target's
+        hidden states), all of which need ``draft_path``, or "ngram"; None = "draft" when a
+        draft is given, else the target alone. n-gram lookup is always available to
+        ``generate(method="ngram")``: it costs nothing. ``warn`` receives notes on settings
+        a head cannot honour (a draft longer than its block)."""
         self.options = opts = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
         self.method = method or ("draft" if draft_path is not None else None)
-        if self.method == "draft" and draft_path is None:
-            raise ValueError("the draft-model method needs a draft")
+        if self.method in DRAFT_METHODS and draft_path is None:
+            raise ValueError(f"the {self.method} method needs a draft")
         self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, verbose=opts.verbose)
         self.draft_model: Model | None = None
         self.draft_ctx: Context | None = None
@@ -140,10 +149,22 @@ class Engine:
         if draft_path is not None:
             ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
             self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
+            kind = self.method if self.method in DRAFT_METHODS else "draft"
+            self.drafters[kind] = self._make_drafter(kind, warn)
+
+    def _make_drafter(self, kind: str, warn) -> Drafter:
+        d = self.draft_options
+        if kind == "draft":
             self.draft_ctx = Context(self.draft_model, self._ctx_params(1))
-            self.drafters["draft"] = ModelDrafter(
-                self.draft_ctx, n_min=self.draft_options.draft_min, p_min=self.draft_options.p_min
-            )
+            return ModelDrafter(self.draft_ctx, n_min=d.draft_min, p_min=d.p_min)
+        # a head borrows the target's embeddings and output projection (llama.cpp's ctx_other);
+        # a block head outputs every slot of its block, as llama.cpp sizes its draft context
+        rows = 1 if kind == "eagle3" else d.draft_max + 1
+        self.draft_ctx = Context(self.draft_model, self._ctx_params(rows), other=self.target_ctx)
+        if kind == "eagle3":
+            return Eagle3Drafter(self.target_ctx, self.draft_ctx, n_max=d.draft_max, n_min=d.draft_min, p_min=d.p_min)
+        return DFlashDrafter(self.target_ctx, self.draft_ctx, n_max=d.draft_max, n_min=d.draft_min,
+                             p_min=d.p_min, dspark=kind == "dspark", warn=warn)
 
     @property
     def drafter(self) -> Drafter | None:
@@ -262,14 +283,16 @@ class Engine:
             raise ValueError(f"draft_max {draft_max} exceeds the {cap} this engine was loaded for")
         self.draft_options.draft_max = draft_max
         self.draft_options.p_min = p_min
-        if "draft" in self.drafters:
-            self.drafters["draft"].p_min = p_min
+        for drafter in self.drafters.values():
+            drafter.configure(n_max=draft_max, p_min=p_min)
 
     def busy_seconds(self) -> float:
         """Time both contexts have spent inside llama_decode: the rest of a run is overhead."""
         return sum(c.busy_seconds for c in (self.target_ctx, self.draft_ctx) if c is not None)
 
     def close(self) -> None:
+        for drafter in self.drafters.values():
+            drafter.close()
         for obj in (self.draft_ctx, self.draft_model, self.target_ctx, self.target_model):
             if obj is not None:
                 obj.close()

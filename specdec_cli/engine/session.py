@@ -79,10 +79,15 @@ class Session:
         t_start = time.perf_counter()
         tgt = self.target
         tgt.kv_clear()
-        if len(prompt) > 1:
-            tgt.decode(prompt[:-1], 0, outputs="last")
-        if self.drafter is not None:
-            self.drafter.begin(prompt, self.draft_sampler)
+        drafter = self.drafter
+        if drafter is not None:
+            drafter.begin(prompt, self.draft_sampler)
+        # prefill in n_batch chunks: heads that read the target's hidden states take each chunk
+        for start in range(0, len(prompt) - 1, tgt.n_batch):
+            chunk = prompt[start : min(start + tgt.n_batch, len(prompt) - 1)]
+            tgt.decode(chunk, start, outputs="last")
+            if drafter is not None:
+                drafter.process(chunk, start)
         t_loop = time.perf_counter()
         st.prompt_seconds = t_loop - t_start
         history = list(prompt)  # every token so far; its last one is not in the target's cache yet
@@ -114,6 +119,7 @@ class Session:
                 if self.drafter is not None:
                     self.drafter.process(batch, n_past)
                     self.drafter.accept(n_kept)
+                st.steps.append((len(draft), n_kept))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
                 if n_kept < len(draft):

@@ -19,6 +19,8 @@ class GenerationStats:
     first_token_seconds: float | None = None  # from the start of the prompt to the first emitted token
     stop_reason: str = ""  # eog | stop | length | context | interrupted
     accepted_per_position: list[int] = field(default_factory=list)  # how often draft position i was kept
+    # (drafted, accepted) of every target pass, in order: what llama.cpp logs per step at debug level
+    steps: list[tuple[int, int]] = field(default_factory=list, repr=False)
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -48,6 +50,7 @@ class GenerationStats:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        del d["steps"]  # per-pass detail; the totals above summarise it
         d["acceptance_rate"] = self.acceptance_rate
         d["tokens_per_pass"] = self.tokens_per_pass
         d["tokens_per_second"] = self.tokens_per_second

@@ -2,11 +2,12 @@
 
 The decode loop never asks which method it is driving. It calls:
 
-- ``begin(prompt, sampler)``  once per generation, with every prompt token and the
-  generation's ``Sampler`` when the proposals should be *sampled* (exact verification at
-  temperature > 0), or ``None`` for greedy proposals;
-- ``process(tokens, pos0)`` after each target pass, with the tokens the target just evaluated
-  (methods that read the target's hidden state hook in here; the others ignore it);
+- ``begin(prompt, sampler)``  once per generation, before the target's prefill, with every
+  prompt token and the generation's ``Sampler`` when the proposals should be *sampled* (exact
+  verification at temperature > 0), or ``None`` for greedy proposals;
+- ``process(tokens, pos0)`` after each target pass (each prefill chunk included), with the
+  tokens the target just evaluated: EAGLE-3 and DFlash read the target's hidden states for
+  them here, before the next pass overwrites them; the others ignore it;
 - ``propose(history, n_max)`` to propose up to ``n_max`` tokens that follow ``history``
   (the prompt, everything generated so far, and the last target token), as a ``Proposal``;
 - ``accept(n_accepted)`` to learn how many proposals the target kept.
@@ -78,6 +79,9 @@ class Drafter(ABC):
 
     def accept(self, n_accepted: int) -> None:  # noqa: B027 - optional hook
         """The target kept the first ``n_accepted`` tokens of the last proposal."""
+
+    def configure(self, *, n_max: int, p_min: float) -> None:  # noqa: B027 - optional hook
+        """New draft settings between generations (bench's grid)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Free native resources."""

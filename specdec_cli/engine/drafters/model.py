@@ -39,6 +39,9 @@ class ModelDrafter(Drafter):
         self._cached: list[int] = []  # tokens whose KV the draft context holds, at positions 0..
         self._stable = 0  # history length up to which the cache is known to match
 
+    def configure(self, *, n_max: int, p_min: float) -> None:
+        self.p_min = p_min
+
     def begin(self, prompt: list[int], sampler: Sampler | None = None) -> None:
         self.sampler = sampler
         self.ctx.kv_clear()
