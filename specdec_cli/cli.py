@@ -182,7 +182,8 @@ def run(
     registry: Optional[Path] = RegistryOpt,
     quant: Optional[str] = QuantOpt,
     yes: bool = YesOpt,
-    method: Optional[str] = typer.Option(None, "--method", help="Force the drafting method: draft (a draft model) or ngram (prompt lookup, no draft model)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Force the drafting method: draft (a draft model), eagle3, dflash or dspark (a draft head, "
+    "detected from the draft GGUF by default), or ngram (prompt lookup, no draft model)."),
     verify: str = typer.Option("auto", "--verify", help="At --temp > 0: exact (speculative sampling), match (llama.cpp's sample-then-match), or auto (exact where the drafter samples)."),
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""

@@ -199,7 +199,9 @@ def _check_head_shape(target: GGUFInfo, draft: GGUFInfo, method: str) -> list[st
     if width and target.n_embd and width != target.n_embd:
         errors.append(f"the {method} draft expects target hidden size {width}, the target has {target.n_embd}")
     if layers and target.n_layer is not None:
-        bad = [i for i in layers if i > target.n_layer]
+        # llama.cpp extracts layer inputs 0..n_layer-1; EAGLE-3 may also read n_layer (the final state)
+        top = target.n_layer if method == "eagle3" else target.n_layer - 1
+        bad = [i for i in layers if i > top]
         if bad:
             errors.append(
                 f"the {method} draft reads target layers {list(layers)}, "

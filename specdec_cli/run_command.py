@@ -14,6 +14,7 @@ from pathlib import Path
 from . import console
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, SpecdecError, UsageError
 from .prompts import PromptItem, read_batch, read_prompt
+from .registry import METHODS as RUN_METHODS
 
 
 @dataclass
@@ -53,7 +54,7 @@ class RunRequest:
     registry: Path | None = None
     quant: str | None = None
     yes: bool = False
-    method: str | None = None  # force a drafting method: draft | ngram
+    method: str | None = None  # force a drafting method: draft | eagle3 | dflash | dspark | ngram
     verify: str = "auto"
 
 
@@ -64,11 +65,8 @@ def run_request(req: RunRequest) -> int:
     from .selection import fetch_missing, select
 
     check_verify_mode(req.verify)
-    if req.method not in (None, "draft", "ngram"):
-        raise UsageError(
-            f"--method {req.method} is not driven by specdec yet",
-            hint="use --method draft (a draft model) or --method ngram (prompt lookup)",
-        )
+    if req.method not in (None, *RUN_METHODS):
+        raise UsageError(f"unknown --method {req.method}", hint=f"use one of {', '.join(RUN_METHODS)}")
     ngram = req.method == "ngram"
     if ngram and (req.draft or req.no_draft):
         raise UsageError("--method ngram drafts without a draft model", hint="drop --draft/--no-draft")
@@ -83,9 +81,16 @@ def run_request(req: RunRequest) -> int:
         registry, pair=req.pair, target=req.target, draft=req.draft, no_draft=req.no_draft or ngram,
         quant=req.quant, yes=req.yes,
     )
-    sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft or ngram, quant=req.quant)
+    sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft or ngram, quant=req.quant,
+                 method=None if ngram else req.method)
     if ngram:
         sel.method, sel.how = "ngram", "--method ngram"
+    elif req.method and not req.no_draft and sel.method != req.method:
+        raise UsageError(
+            f"--method {req.method} needs {'a draft model' if req.method == 'draft' else ('an ' if req.method[0] in 'aeiou' else 'a ') + req.method + ' draft head'}, "
+            "and none was given or found",
+            hint="pass --draft FILE.gguf or --pair NAME (specdec pairs --method " + req.method + " lists them)",
+        )
     if req.explain_divergence and sel.method is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
     for w in sel.warnings:
@@ -112,7 +117,7 @@ def run_request(req: RunRequest) -> int:
             tuning += f", p-min {draft_opts.p_min} ({sources['p_min']})"
         console.note(f"target {sel.target.name}, {what}{tuning}")
 
-    engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts, method=sel.method)
+    engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts, method=sel.method, warn=console.warn)
     try:
         seed = req.seed if req.seed is not None or req.temp <= 0 else random.randrange(2**31)
         gen = GenOptions(

@@ -88,7 +88,10 @@ def select(
     draft: str | None = None,
     no_draft: bool = False,
     quant: str | None = None,
+    method: str | None = None,
 ) -> Selection:
+    """``method`` forces the drafting method the draft is checked for (default: what the
+    draft GGUF is, an EAGLE-3/DFlash/DSpark head or a classic draft model)."""
     if no_draft and draft:
         raise UsageError("--draft and --no-draft contradict each other", hint="pass one of them")
     entry = registry.get(pair) if pair else None
@@ -118,15 +121,15 @@ def select(
         sel.method, sel.entry, sel.how = "ngram", entry, f"pair {entry.name}"
         return sel
     if draft_path is None:
-        return _auto_draft(registry, sel)
+        return _auto_draft(registry, sel, method)
     sel.entry = entry
     sel.how = f"pair {entry.name}" if entry and not draft else "--draft"
-    return _vet(sel, draft_path, entry)
+    return _vet(sel, draft_path, entry, method)
 
 
-def _vet(sel: Selection, draft_path: Path, entry: PairEntry | None) -> Selection:
+def _vet(sel: Selection, draft_path: Path, entry: PairEntry | None, method: str | None = None) -> Selection:
     dinfo = read_gguf(draft_path)
-    method = dinfo.spec_method or (entry.method if entry else "draft")
+    method = method or dinfo.spec_method or (entry.method if entry and entry.method != "ngram" else "draft")
     verdict = check_pair(
         sel.target_info,
         dinfo,
@@ -139,21 +142,17 @@ def _vet(sel: Selection, draft_path: Path, entry: PairEntry | None) -> Selection
             f"{draft_path.name} cannot draft for {sel.target.name}: {verdict.errors[0]}",
             hint="pick a draft of the same model family and vocabulary (specdec pairs lists them), or use --no-draft",
         )
-    if method != "draft":
-        raise SpecdecError(
-            f"{draft_path.name} is a {method} draft; this version of specdec drives classic draft models only",
-            hint="use a same-vocabulary draft model or --no-draft",
-        )
     sel.draft, sel.draft_info, sel.method, sel.verdict = draft_path, dinfo, method, verdict
     sel.warnings.extend(verdict.warnings)
     return sel
 
 
-def _auto_draft(registry: Registry, sel: Selection) -> Selection:
+def _auto_draft(registry: Registry, sel: Selection, method: str | None = None) -> Selection:
     """Find a draft for a target given alone: registry entries first, then the target's folder."""
     info = sel.target_info
+    want = method or "draft"
     for entry in registry.for_target(info.family or "", info.scale):
-        if entry.method != "draft":
+        if entry.method != want:
             continue
         files = resolve_local(entry)
         if files.draft is not None and files.draft.resolve() != sel.target.resolve():
@@ -171,7 +170,9 @@ def _auto_draft(registry: Registry, sel: Selection) -> Selection:
             cand = read_gguf(path)
         except SpecdecError:
             continue
-        if cand.spec_method or cand.n_params >= info.n_params:
+        if cand.spec_method != (None if want == "draft" else want):
+            continue
+        if want == "draft" and cand.n_params >= info.n_params:
             continue
         if not all(c.ok for c in check_vocab(info, cand)):
             continue
@@ -184,6 +185,6 @@ def _auto_draft(registry: Registry, sel: Selection) -> Selection:
             "running the target alone (pass --draft FILE to choose one)"
         )
         return sel
-    chosen = _vet(sel, best[1], None)
+    chosen = _vet(sel, best[1], None, method)
     chosen.how = f"found next to the target: {best[1].name}"
     return chosen

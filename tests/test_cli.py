@@ -353,7 +353,8 @@ def test_ngram_method_and_verify_flag(tiny_target):
     assert ngram["method"] == "ngram" and ngram["n_drafted"] > 0
     assert ngram["tokens"] == plain["tokens"]
     assert_one_line_error(specdec("run", "-t", tiny_target, "--verify", "bogus", "hi"), 2, "--verify")
-    assert_one_line_error(specdec("run", "-t", tiny_target, "--method", "eagle3", "hi"), 2, "--method")
+    assert_one_line_error(specdec("run", "-t", tiny_target, "--method", "eagle3", "hi"), 2, "--method eagle3", "--draft")
+    assert_one_line_error(specdec("run", "-t", tiny_target, "--method", "bogus", "hi"), 2, "--method")
     sampled = json.loads(specdec("run", "-t", tiny_target, "--method", "ngram", "--temp", "0.8", "--seed", "3",
                                  "-n", "8", "--json", *EXACT, "hi").stdout)
     assert sampled["verify"] == "match" and sampled["seed"] == 3  # n-gram proposals are greedy: exact == match

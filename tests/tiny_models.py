@@ -33,6 +33,15 @@ __all__ = [
     "tiny_other_vocab",
     "tiny_big_draft",
     "tiny_pair_dir",
+    "write_eagle3_gguf",
+    "write_dflash_gguf",
+    "head_llama_target",
+    "head_qwen3_target",
+    "tiny_eagle3",
+    "tiny_dflash",
+    "tiny_dspark",
+    "tiny_dspark_bonus",
+    "tiny_dspark_no_confidence",
 ]
 
 CHATML_TEMPLATE = (
@@ -489,3 +498,52 @@ def tiny_pair_dir(tmp_path_factory, tiny_target, tiny_draft) -> Path:
     shutil.copy2(tiny_target, d / tiny_target.name)
     shutil.copy2(tiny_draft, d / tiny_draft.name)
     return d
+
+
+# --- draft heads and their targets ---------------------------------------------------------
+# The targets favour four word pieces (``focus``), so heads that borrow their output
+# projection guess right now and then: acceptance is neither 0 nor 100%.
+
+
+@pytest.fixture(scope="session")
+def head_llama_target(tmp_path_factory) -> Path:
+    """A llama target for the EAGLE-3 head (same shape as tiny_target)."""
+    d = tmp_path_factory.mktemp("head_llama")
+    return write_llama_gguf(d / "tiny-llama-target-f32.gguf", **TARGET_SHAPE, seed=1, focus=4, name="tiny-target")
+
+
+@pytest.fixture(scope="session")
+def head_qwen3_target(tmp_path_factory) -> Path:
+    """A qwen3 target (per-head q/k norms) for the DFlash and DSpark heads."""
+    d = tmp_path_factory.mktemp("head_qwen3")
+    return write_llama_gguf(d / "tiny-qwen3-target-f32.gguf", **TARGET_SHAPE, seed=5, focus=4, arch="qwen3",
+                            name="tiny-qwen3", basename="Tiny-Qwen3")
+
+
+@pytest.fixture(scope="session")
+def tiny_eagle3(tmp_path_factory) -> Path:
+    return write_eagle3_gguf(tmp_path_factory.mktemp("eagle3") / "tiny-eagle3.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_dflash(tmp_path_factory) -> Path:
+    return write_dflash_gguf(tmp_path_factory.mktemp("dflash") / "tiny-dflash.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_dspark(tmp_path_factory) -> Path:
+    """DFlash + Markov head + confidence head, drafting from the anchor slot (block_size drafts)."""
+    return write_dflash_gguf(tmp_path_factory.mktemp("dspark") / "tiny-dspark.gguf", markov_rank=16, name="tiny-dspark")
+
+
+@pytest.fixture(scope="session")
+def tiny_dspark_bonus(tmp_path_factory) -> Path:
+    """DSpark whose anchor slot is a bonus token (sample_from_anchor = false): block_size - 1 drafts."""
+    return write_dflash_gguf(tmp_path_factory.mktemp("dspark_bonus") / "tiny-dspark-bonus.gguf", markov_rank=16,
+                             sample_from_anchor=False, name="tiny-dspark-bonus")
+
+
+@pytest.fixture(scope="session")
+def tiny_dspark_no_confidence(tmp_path_factory) -> Path:
+    return write_dflash_gguf(tmp_path_factory.mktemp("dspark_noconf") / "tiny-dspark-noconf.gguf", markov_rank=16,
+                             confidence_head=False, name="tiny-dspark-noconf")

@@ -79,14 +79,15 @@ def run_bench_request(req: BenchRequest) -> int:
         console.warn(w)
     est = check_memory(sel, max(draft_max), req, force=False, quiet=False)
     engine = Engine(
-        sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=max(draft_max), p_min=p_min[0])
+        sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=max(draft_max), p_min=p_min[0]),
+        method=sel.method, warn=console.warn,
     )
     verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
     for v in verify:
         check_verify_mode(v)
     if req.temp <= 0 and verify != ["auto"]:
         raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
-    configs = grid(draft_max, p_min, verify=verify)
+    configs = grid(draft_max, p_min, verify=verify, method=sel.method or "draft")
     n_runs = sum(len(v) for v in scenarios.values()) * req.repeats * len(configs)
     console.note(
         f"bench: {sel.target.name} with {sel.draft.name}; {len(scenarios)} scenario(s), {len(configs)} settings, "

@@ -28,7 +28,7 @@ class Config:
     use_draft: bool
     draft_max: int = 0
     p_min: float = 0.0
-    method: str = "draft"  # draft | ngram (when use_draft)
+    method: str = "draft"  # draft | eagle3 | dflash | dspark | ngram (when use_draft)
     verify: str = "auto"
 
     @property
@@ -38,7 +38,8 @@ class Config:
         if self.method == "ngram":
             return f"ngram, draft-max {self.draft_max}"
         tail = "" if self.verify == "auto" else f", {self.verify}"
-        return f"draft-max {self.draft_max}, p-min {self.p_min:g}{tail}"
+        head = "" if self.method == "draft" else f"{self.method}, "
+        return f"{head}draft-max {self.draft_max}, p-min {self.p_min:g}{tail}"
 
     def to_dict(self) -> dict:
         return {"label": self.label, "use_draft": self.use_draft, "method": self.method if self.use_draft else None,
@@ -48,12 +49,20 @@ class Config:
 BASELINE = Config(use_draft=False)
 
 
-def grid(draft_max: list[int], p_min: list[float], *, verify: list[str] = ("auto",), ngram: bool = True) -> list[Config]:
-    """The target alone, n-gram lookup at each draft length, then every draft-model setting."""
+def grid(
+    draft_max: list[int],
+    p_min: list[float],
+    *,
+    verify: list[str] = ("auto",),
+    ngram: bool = True,
+    method: str = "draft",
+) -> list[Config]:
+    """The target alone, n-gram lookup at each draft length, then every setting of the loaded
+    draft (``method``: a classic draft model, or an eagle3/dflash/dspark head)."""
     configs = [BASELINE]
     if ngram:
         configs += [Config(True, n, 0.0, "ngram") for n in draft_max]
-    configs += [Config(True, n, p, "draft", v) for n in draft_max for p in p_min for v in verify]
+    configs += [Config(True, n, p, method, v) for n in draft_max for p in p_min for v in verify]
     return configs
 
 

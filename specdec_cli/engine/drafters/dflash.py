@@ -83,6 +83,7 @@ class DFlashDrafter(Drafter):
         self.from_anchor = anchor is None or anchor == "true"
         self.has_confidence = m.meta("dflash.has_confidence_head") in (None, "true")
         self.n_min = n_min
+        self._warned: set[int] = set()
         self.configure(n_max=n_max, p_min=p_min)
         for lid in self.layers:
             target.extract_layer_inputs(lid)
@@ -105,7 +106,8 @@ class DFlashDrafter(Drafter):
         if self.dspark and p_min > 0.0 and not self.has_confidence:
             raise UsageError(f"{self.ctx.model.path.name} has no confidence head to cut drafts at p-min {p_min}",
                              hint="pass --draft-p-min 0")
-        if n_max > self.longest:
+        if n_max > self.longest and n_max not in self._warned:
+            self._warned.add(n_max)
             self._warn(f"draft-max {n_max} is longer than this {self.method} head's block allows; using {self.longest}")
         self.n_max = min(n_max, self.longest)
         self.p_min = p_min
