@@ -182,3 +182,16 @@ def test_mismatched_heads_are_refused(tmp_path, head_llama_target, head_qwen3_ta
     assert_one_line_error(specdec("run", "-t", tiny_dflash, "-d", tiny_dflash, "hi"), 1, "not a model")
     assert_one_line_error(specdec("run", "-t", head_qwen3_target, "-d", tiny_dflash, "--method", "draft", "hi"),
                           1, "use method dflash")
+
+
+def test_registry_pair_resolves_to_the_head(tmp_path, head_qwen3_target, tiny_dspark):
+    """`--pair dspark-qwen3-8b` runs the DSpark drafter once the pair's files are local."""
+    reg = tmp_path / "pairs.toml"
+    reg.write_text(
+        '[[pair]]\nname = "dspark-qwen3-8b"\nmethod = "dspark"\ntarget_family = "any"\ntarget_size = "any"\n'
+        f'target_path = "{head_qwen3_target}"\ndraft_path = "{tiny_dspark}"\n'
+    )
+    proc = specdec("run", "--registry", reg, "--pair", "dspark-qwen3-8b", "-n", "16", "--json", *EXACT, "hello world")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["method"] == "dspark" and out["draft"] == str(tiny_dspark) and out["n_drafted"] > 0
