@@ -218,6 +218,8 @@ class Engine:
         ``method`` overrides the engine's default drafting method for this generation."""
         drafter = self.drafters[method] if method else self.drafter
         drafter = drafter if use_draft else None
+        for d in self.drafters.values():
+            d.set_active(d is drafter)
         sampled = drafter.sampled_proposals if drafter is not None else True
         rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
         sampler = Sampler(gen.sampling) if rule != "greedy" else None

@@ -83,5 +83,9 @@ class Drafter(ABC):
     def configure(self, *, n_max: int, p_min: float) -> None:  # noqa: B027 - optional hook
         """New draft settings between generations (bench's grid)."""
 
+    def set_active(self, active: bool) -> None:  # noqa: B027 - optional hook
+        """Whether the coming generations use this drafter. Heads switch the target's
+        hidden-state extraction with it, so the target alone (the baseline) pays nothing."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Free native resources."""

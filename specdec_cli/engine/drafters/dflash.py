@@ -34,7 +34,6 @@ import numpy as np
 
 from ...errors import UsageError
 from ..llama import Context, ExtBatch
-from ..verify import Proposal
 from .base import Drafter
 from .model import _top_k_confidence
 
@@ -85,8 +84,7 @@ class DFlashDrafter(Drafter):
         self.n_min = n_min
         self._warned: set[int] = set()
         self.configure(n_max=n_max, p_min=p_min)
-        for lid in self.layers:
-            target.extract_layer_inputs(lid)
+        self.set_active(True)
         ctx.output_hidden(True, masked=True)
         ctx.set_causal(m.meta("dflash.attention.causal") == "true")
         self._inject = ExtBatch(ctx)
@@ -112,6 +110,10 @@ class DFlashDrafter(Drafter):
         self.n_max = min(n_max, self.longest)
         self.p_min = p_min
 
+    def set_active(self, active: bool) -> None:
+        for lid in self.layers:
+            self.target.extract_layer_inputs(lid, active)
+
     def begin(self, prompt, sampler=None) -> None:
         self.ctx.kv_clear()
         self._pos0 = -1
@@ -129,9 +131,6 @@ class DFlashDrafter(Drafter):
                 inj.add(None, pos0 + off + i, output=False, embd=feats[off + i])
             ctx.process(inj)
         self._pos0 = pos0
-
-    def propose(self, history: list[int], n_max: int) -> Proposal:
-        return Proposal(self.draft(history, n_max))
 
     def draft(self, history: list[int], n_max: int) -> list[int]:
         if n_max <= 0 or self.n_max <= 0:

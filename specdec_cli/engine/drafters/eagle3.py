@@ -51,13 +51,8 @@ class Eagle3Drafter(Drafter):
                 f"but {target.model.path.name} has {n_layer}",
                 hint="use the EAGLE-3 head made for this target",
             )
-        self.n_embd_tgt = target.model.n_embd
         self.n_embd = ctx.model.n_embd
-        for lid in self.layers:
-            if lid < n_layer:
-                target.extract_layer_inputs(lid)
-            else:
-                target.output_hidden(True, masked=False)
+        self.set_active(True)
         ctx.output_hidden(True, masked=True)
         self._enc = ExtBatch(ctx)
         self._dec = ExtBatch(ctx)
@@ -71,6 +66,14 @@ class Eagle3Drafter(Drafter):
 
     def configure(self, *, n_max: int, p_min: float) -> None:
         self.n_max, self.p_min = n_max, p_min
+
+    def set_active(self, active: bool) -> None:
+        n_layer = self.target.model.n_layer
+        for lid in self.layers:
+            if lid < n_layer:
+                self.target.extract_layer_inputs(lid, active)
+            else:
+                self.target.output_hidden(active, masked=False)
 
     def begin(self, prompt, sampler=None) -> None:
         self._reset()
