@@ -38,18 +38,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from native_compare import find_native  # noqa: E402
-from tiny_models import TARGET_SHAPE, write_dflash_gguf, write_eagle3_gguf, write_llama_gguf  # noqa: E402
+from tiny_models import HEAD_PROMPTS, TARGET_SHAPE, write_dflash_gguf, write_eagle3_gguf, write_llama_gguf  # noqa: E402
+
+PROMPTS = HEAD_PROMPTS[:6]
 
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
-PROMPTS = [
-    "hello world this is the",
-    "the cat and the dog",
-    "we can see that one of",
-    "it was not all at the",
-    "you are the one for her",
-    "on this world we have",
-]
 RE_STEP = re.compile(r"accepted (\d+)/(\d+) draft tokens")
 THREADS = 2
 CTX = 512

@@ -16,18 +16,9 @@ from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOp
 from specdec_cli.errors import UsageError
 from specdec_cli.gguf_meta import read_gguf
 from test_cli import EXACT, assert_one_line_error, specdec
+from tiny_models import HEAD_PROMPTS as PROMPTS
 from tiny_models import write_dflash_gguf, write_eagle3_gguf
 
-PROMPTS = [
-    "hello world this is the",
-    "the cat and the dog",
-    "we can see that one of",
-    "it was not all at the",
-    "you are the one for her",
-    "on this world we have",
-    "this is it",
-    "at the world of one and all",
-]
 EXACT_OPTS = EngineOptions(n_ctx=512, flash_attn="off", cache_type_k="f32", cache_type_v="f32")
 
 

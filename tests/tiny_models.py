@@ -35,6 +35,7 @@ __all__ = [
     "tiny_pair_dir",
     "write_eagle3_gguf",
     "write_dflash_gguf",
+    "HEAD_PROMPTS",
     "head_llama_target",
     "head_qwen3_target",
     "tiny_eagle3",
@@ -256,6 +257,29 @@ def _write(path: Path, arch: str, tensors, fill) -> Path:
 # target's.
 
 HEAD_MASK_TOKEN = 0  # DFlash fills its draft block with this token id (<unk> in the fixture vocab)
+HEAD_PROMPTS = [  # prompts in the fixture vocabulary, for the head tests and the conformance script
+    "hello world this is the",
+    "the cat and the dog",
+    "we can see that one of",
+    "it was not all at the",
+    "you are the one for her",
+    "on this world we have",
+    "this is it",
+    "at the world of one and all",
+]
+
+
+def _weights(seed: int):
+    """(mat(rows, cols, scale), ones(n)): random f32 matrices (numpy shape = ggml ne reversed)."""
+    rng = np.random.default_rng(seed)
+
+    def mat(rows: int, cols: int, scale: float = 0.02) -> np.ndarray:
+        return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    return mat, ones
 
 
 def write_eagle3_gguf(
@@ -274,13 +298,8 @@ def write_eagle3_gguf(
     """An EAGLE-3 head: fc fuses 3 target layers, one decoder layer over [embedding; g]."""
     path = Path(path)
     n_embd_target = n_embd_target or n_embd
-    rng = np.random.default_rng(seed)
+    mat, ones = _weights(seed)
     head_dim = n_embd // n_head
-
-    def mat(rows, cols, scale=0.02):
-        return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
-
-    ones = lambda n: np.ones(n, dtype=np.float32)  # noqa: E731
     # fc mostly copies the last extracted target layer, so the head's state starts near the
     # target's own (a trained head learns far more; this one only gets repetition right)
     fc = mat(n_embd, len(target_layers) * n_embd_target)
@@ -334,15 +353,10 @@ def write_dflash_gguf(
     """A DFlash head (block diffusion over [last token, mask, ...]); ``markov_rank`` adds
     DSpark's Markov head (and, with ``confidence_head``, its confidence head)."""
     path = Path(path)
-    rng = np.random.default_rng(seed)
+    mat, ones = _weights(seed)
     head_dim = n_embd // n_head
     texts, scores, types = vocab_tokens("base")
     n_vocab = len(texts)
-
-    def mat(rows, cols, scale=0.02):
-        return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
-
-    ones = lambda n: np.ones(n, dtype=np.float32)  # noqa: E731
     tensors = [
         ("fc.weight", mat(n_embd, len(target_layers) * n_embd, 0.05)),
         ("enc.output_norm.weight", ones(n_embd)),

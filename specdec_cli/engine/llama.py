@@ -156,7 +156,20 @@ def _ext(name: str):
     )
 
 
-class Model:
+class _FreedOnCollect:
+    """Native handles are freed by ``close()``; collection frees what nobody closed."""
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def __del__(self):  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Model(_FreedOnCollect):
     """A loaded GGUF model: weights, vocabulary, tokenizer and chat template."""
 
     def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, verbose: bool = False):
@@ -286,12 +299,6 @@ class Model:
             _lib().llama_model_free(self._ptr)
             self._ptr = None
 
-    def __del__(self):  # pragma: no cover - best effort at interpreter exit
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 @dataclass(frozen=True)
 class ContextParams:
@@ -319,7 +326,7 @@ def default_threads() -> int:
     return max(1, n or os.cpu_count() or 1)
 
 
-class Context:
+class Context(_FreedOnCollect):
     """One inference context over a model: its KV cache, a reusable batch, and logits access."""
 
     def __init__(self, model: Model, params: ContextParams, *, other: Context | None = None):
@@ -470,14 +477,8 @@ class Context:
             ll.llama_free(self._ptr)
             self._ptr = None
 
-    def __del__(self):  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
 
-
-class ExtBatch:
+class ExtBatch(_FreedOnCollect):
     """llama.cpp's extended batch: entries carry a token, an embedding row, or both.
 
     llama.cpp copies embedding rows into the batch when they are added, so callers may
@@ -521,12 +522,6 @@ class ExtBatch:
         if getattr(self, "_ptr", None):
             _lib().llama_batch_ext_free(self._ptr)
             self._ptr = None
-
-    def __del__(self):  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _embd(row: np.ndarray):
