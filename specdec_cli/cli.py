@@ -182,8 +182,9 @@ def run(
     registry: Optional[Path] = RegistryOpt,
     quant: Optional[str] = QuantOpt,
     yes: bool = YesOpt,
-    method: Optional[str] = typer.Option(None, "--method", help="Force the drafting method: draft (a draft model), eagle3, dflash or dspark (a draft head, "
-    "detected from the draft GGUF by default), or ngram (prompt lookup, no draft model)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Drafting method. Default auto: per step, n-gram lookup, the draft model or none, "
+    "whichever the measured costs say is fastest (draft heads run as themselves). Or force draft, eagle3, dflash, dspark "
+    "or ngram (fixed-length llama.cpp-style drafting)."),
     verify: str = typer.Option("auto", "--verify", help="At --temp > 0: exact (speculative sampling), match (llama.cpp's sample-then-match), or auto (exact where the drafter samples)."),
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""

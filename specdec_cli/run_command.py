@@ -59,15 +59,16 @@ class RunRequest:
 
 
 def run_request(req: RunRequest) -> int:
-    from .engine.runner import Engine, GenOptions
+    from .engine.runner import AUTO_DRAFT_MAX, Engine, GenOptions
     from .engine.verify import SamplingParams, check_verify_mode
     from .registry import load_registry
     from .selection import fetch_missing, select
 
     check_verify_mode(req.verify)
-    if req.method not in (None, *RUN_METHODS):
-        raise UsageError(f"unknown --method {req.method}", hint=f"use one of {', '.join(RUN_METHODS)}")
+    if req.method not in (None, "auto", *RUN_METHODS):
+        raise UsageError(f"unknown --method {req.method}", hint=f"use one of auto, {', '.join(RUN_METHODS)}")
     ngram = req.method == "ngram"
+    forced = req.method if req.method not in (None, "auto") else None
     if ngram and (req.draft or req.no_draft):
         raise UsageError("--method ngram drafts without a draft model", hint="drop --draft/--no-draft")
     if req.batch is not None and (req.prompt is not None or req.file is not None):
@@ -82,10 +83,10 @@ def run_request(req: RunRequest) -> int:
         quant=req.quant, yes=req.yes,
     )
     sel = select(registry, pair=req.pair, target=target, draft=draft, no_draft=req.no_draft or ngram, quant=req.quant,
-                 method=None if ngram else req.method)
+                 method=None if ngram else forced)
     if ngram:
         sel.method, sel.how = "ngram", "--method ngram"
-    elif req.method and not req.no_draft and sel.method != req.method:
+    elif forced and not req.no_draft and sel.method != req.method:
         raise UsageError(
             f"--method {req.method} needs {'a draft model' if req.method == 'draft' else ('an ' if req.method[0] in 'aeiou' else 'a ') + req.method + ' draft head'}, "
             "and none was given or found",
@@ -97,23 +98,26 @@ def run_request(req: RunRequest) -> int:
         console.warn(w)
 
     draft_opts, sources = draft_settings(sel, req.draft_max, req.draft_min, req.draft_p_min)
-    if sources.get("draft") == "bench" and not req.explain_divergence:
+    stored = sources.get("draft") == "bench" or sources.get("method") == "bench"
+    if stored and not forced and not req.explain_divergence:
         if not req.quiet:
-            console.note(
-                f"no draft: `specdec bench --save` found {sel.target.name} alone fastest with {sel.draft.name} "
-                "on this machine (pass --draft-max N to use the draft anyway)"
-            )
-        sel.draft = sel.draft_info = sel.method = None
-    elif sources.get("method") == "bench" and not req.explain_divergence:
-        if not req.quiet:
-            console.note(f"n-gram lookup: `specdec bench --save` found it faster than {sel.draft.name} on this machine")
-        sel.draft, sel.draft_info, sel.method, sel.how = None, None, "ngram", "bench"
+            console.note(f"`specdec bench --save` found the draft model {sel.draft.name} slower than going without it "
+                         "on this machine: auto drafts from the text alone")
+        sel.draft = sel.draft_info = None
+        sel.method, sel.how = "auto", "bench"
+    use_auto = not forced and not req.no_draft and sel.method in (None, "draft", "auto")
+    if use_auto:
+        sel.method = "auto"
+        if req.draft_max is None:
+            draft_opts.draft_max, sources["draft_max"] = AUTO_DRAFT_MAX, "auto"
     est = check_memory(sel, draft_opts.draft_max, req, force=req.force, quiet=req.quiet)
     engine_opts = engine_options(req, est)
     if not req.quiet:
         what = f"draft {sel.draft.name} ({sel.how})" if sel.draft else ("n-gram drafting" if sel.method == "ngram" else "no draft")
+        if use_auto:
+            what = "auto: n-gram lookup" + (f" and draft {sel.draft.name} ({sel.how})" if sel.draft else "") + ", chosen per step"
         tuning = f", draft-max {draft_opts.draft_max} ({sources['draft_max']})" if sel.method else ""
-        if sel.draft:
+        if sel.draft and not use_auto:
             tuning += f", p-min {draft_opts.p_min} ({sources['p_min']})"
         console.note(f"target {sel.target.name}, {what}{tuning}")
 
@@ -305,12 +309,7 @@ def _run_batch(engine, items: list[PromptItem], gen, req: RunRequest, meta: dict
         line = {"index": i, "id": item.id, **result.to_dict(), **meta}
         console.write_json(line)
         s = result.stats
-        total.n_prompt += s.n_prompt
-        total.n_generated += s.n_generated
-        total.n_drafted += s.n_drafted
-        total.n_accepted += s.n_accepted
-        total.n_target_passes += s.n_target_passes
-        total.decode_seconds += s.decode_seconds
+        total.merge(s)
         if not req.quiet:
             console.note(f"[{i + 1}/{len(items)}] {s.summary()}")
         if result.interrupted:

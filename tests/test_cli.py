@@ -74,7 +74,7 @@ def test_run_same_output_from_argument_file_and_stdin(tiny_target, tiny_draft, t
 def test_run_no_draft_matches_draft_output(tiny_target, tiny_draft):
     base = ["run", "-t", tiny_target, "-n", "32", "--json", *EXACT, "hello world this"]
     plain = json.loads(specdec(*base, "--no-draft").stdout)
-    spec = json.loads(specdec(*base, "-d", tiny_draft).stdout)
+    spec = json.loads(specdec(*base, "-d", tiny_draft, "--method", "draft").stdout)
     assert plain["n_drafted"] == 0 and spec["n_drafted"] > 0
     assert plain["tokens"] == spec["tokens"]
 
@@ -240,7 +240,8 @@ def test_run_pair_resolves_from_the_hf_cache(tiny_target, tiny_draft, tmp_path):
         "draft_max = 3\ndraft_p_min = 0.0\n"
     )
     env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    proc = specdec("run", "--registry", reg, "--pair", "tiny-pair", "-n", "12", "--json", *EXACT, "hello", env=env)
+    proc = specdec("run", "--registry", reg, "--pair", "tiny-pair", "-n", "12", "--json", *EXACT,
+                   "--method", "draft", "hello", env=env)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["draft_max"] == 3 and out["n_drafted"] > 0

@@ -50,7 +50,7 @@ def test_real_pair_is_the_targets_output(qwen, prompt):
 def test_real_run_reads_stdin_and_reports_counts(real_target, real_draft):
     proc = subprocess.run(
         [sys.executable, "-m", "specdec_cli", "run", "-t", str(real_target), "-d", str(real_draft),
-         "--chat", "-n", "24", "--ctx", "512", "--json"],
+         "--chat", "-n", "24", "--ctx", "512", "--json", "--method", "draft"],
         input="Write a C function that adds two integers.",
         capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=300,
     )

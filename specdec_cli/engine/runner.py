@@ -13,18 +13,22 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..textstream import Segment, TextStream
+from . import costmodel
+from .costmodel import CostModel
+from .drafters.auto import AutoDrafter
 from .drafters.base import Drafter
 from .drafters.dflash import DFlashDrafter
 from .drafters.eagle3 import Eagle3Drafter
 from .drafters.model import ModelDrafter
 from .drafters.ngram import NgramDrafter
-from .llama import Context, ContextFull, ContextParams, Model
+from .llama import Context, ContextFull, ContextParams, Model, default_threads
 from .session import Session, TracePoint
 from .stats import GenerationStats
 from .verify import Sampler, SamplingParams, check_verify_mode, make_verifier, resolve_verify
 
 
 DRAFT_METHODS = ("draft", "eagle3", "dflash", "dspark")  # the methods that load a draft GGUF
+AUTO_DRAFT_MAX = 32  # auto's longest draft when --draft-max is not given: the policy picks per step
 
 
 @dataclass
@@ -84,6 +88,7 @@ class Result:
     seed: int | None = None
     trace: list[TracePoint] | None = None
     verify: str = "greedy"  # the rule this generation used: greedy, match or exact
+    cost_model: dict | None = None  # the costs auto decided with (None for other methods)
 
     @property
     def interrupted(self) -> bool:
@@ -110,6 +115,10 @@ class Result:
             "target_seconds": round(s.target_seconds, 6),
             "overhead_seconds": round(s.overhead_seconds, 6),
             "accepted_per_position": s.accepted_per_position,
+            "acceptance_by_position": [round(a, 4) for a in s.acceptance_by_position],
+            "draft_lengths": {str(k): v for k, v in sorted(s.draft_lengths.items())},
+            "steps_by_drafter": dict(s.steps_by_drafter),
+            "cost_model": self.cost_model,
             "stop_reason": s.stop_reason,
             "seed": self.seed,
             "verify": self.verify,
@@ -133,11 +142,14 @@ class Engine:
         draft model), "eagle3", "dflash" or "dspark" (a draft head, which reads this target's
         hidden states), all of which need ``draft_path``, or "ngram"; None = "draft" when a
         draft is given, else the target alone. n-gram lookup is always available to
-        ``generate(method="ngram")``: it costs nothing. ``warn`` receives notes on settings
-        a head cannot honour (a draft longer than its block)."""
+        ``generate(method="ngram")``: it costs nothing. "auto" chooses per step between the
+        suffix index, the draft model (a classic one, when given) and plain decoding, from
+        costs measured on this machine. ``warn`` receives notes on settings a head cannot
+        honour (a draft longer than its block) and on an unusable cost cache."""
         self.options = opts = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
         self.method = method or ("draft" if draft_path is not None else None)
+        self.warn = warn
         if self.method in DRAFT_METHODS and draft_path is None:
             raise ValueError(f"the {self.method} method needs a draft")
         self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, verbose=opts.verbose)
@@ -151,6 +163,43 @@ class Engine:
             self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
             kind = self.method if self.method in DRAFT_METHODS else "draft"
             self.drafters[kind] = self._make_drafter(kind, warn)
+        self.costs = CostModel()
+        self._costs_ready = False
+        model_drafter = self.drafters.get("draft")
+        self.drafters["auto"] = AutoDrafter(self.costs, model_drafter if isinstance(model_drafter, ModelDrafter) else None)
+
+    # --- the cost model ----------------------------------------------------------------------
+    def _cost_key(self, path: Path, ngl: int) -> str:
+        o = self.options
+        extra = f"fa-{o.flash_attn}|k-{o.cache_type_k}|v-{o.cache_type_v}|b{o.n_batch}"
+        if self.draft_model is not None:
+            d = self.draft_model.path
+            extra += f"|draft-{d.name}:{d.stat().st_size}"
+        return costmodel.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
+                                   device=costmodel.device_name(ngl), extra=extra)
+
+    def ensure_costs(self) -> CostModel:
+        """The cost model, calibrated (or read from the cache) the first time it is needed."""
+        if self._costs_ready:
+            return self.costs
+        self._costs_ready = True
+        key = self._cost_key(self.target_model.path, self.options.gpu_layers)
+        cached = costmodel.load_cached(key, self.warn)
+        c = self.costs
+        tok = max(0, self.target_model.bos)
+        if cached is not None:
+            c.adopt(cached)
+        else:
+            for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
+                c.observe_pass(b, sec)
+            c.source = "calibrated"
+        if self.draft_ctx is not None and "draft" in self.drafters and "draft" not in c.drafts:
+            c.observe_draft("draft", 1, costmodel.calibrate_draft(self.draft_ctx, tok))
+        return c
+
+    def save_costs(self) -> None:
+        if self._costs_ready:
+            costmodel.save_cached(self._cost_key(self.target_model.path, self.options.gpu_layers), self.costs, self.warn)
 
     def _make_drafter(self, kind: str, warn) -> Drafter:
         d = self.draft_options
@@ -218,6 +267,8 @@ class Engine:
         ``method`` overrides the engine's default drafting method for this generation."""
         drafter = self.drafters[method] if method else self.drafter
         drafter = drafter if use_draft else None
+        if drafter is not None and drafter.method == "auto":
+            self.ensure_costs()
         for d in self.drafters.values():
             d.set_active(d is drafter)
         sampled = drafter.sampled_proposals if drafter is not None else True
@@ -230,6 +281,7 @@ class Engine:
             draft_max=self.draft_options.draft_max,
             trace=trace,
             draft_sampler=sampler if rule == "exact" and sampled else None,
+            costs=self.costs if self._costs_ready else None,
         )
 
     def generate(
@@ -275,6 +327,7 @@ class Engine:
             seed=gen.sampling.seed,
             trace=points,
             verify=session.verifier.rule,
+            cost_model=self.costs.to_dict() if session.stats.method == "auto" else None,
         )
 
     def set_draft(self, *, draft_max: int, p_min: float) -> None:
@@ -293,6 +346,7 @@ class Engine:
         return sum(c.busy_seconds for c in (self.target_ctx, self.draft_ctx) if c is not None)
 
     def close(self) -> None:
+        self.save_costs()
         for drafter in self.drafters.values():
             drafter.close()
         for obj in (self.draft_ctx, self.draft_model, self.target_ctx, self.target_model):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .costmodel import CostModel
 from .drafters.base import Drafter
 from .llama import Context
 from .stats import GenerationStats
@@ -63,6 +64,7 @@ class Session:
         draft_max: int = 0,
         trace: list[TracePoint] | None = None,
         draft_sampler: Sampler | None = None,
+        costs: CostModel | None = None,
     ):
         self.target = target
         self.verifier = verifier
@@ -70,7 +72,8 @@ class Session:
         self.draft_sampler = draft_sampler
         self.draft_max = draft_max if drafter is not None else 0
         self.trace = trace
-        self.stats = GenerationStats()
+        self.costs = costs  # every verify pass is timed into it, by batch size
+        self.stats = GenerationStats(method=drafter.method if drafter is not None else None)
 
     def run(self, prompt: list[int], max_tokens: int) -> Iterator[Step]:
         """Yield the emitted tokens step by step; ``self.stats`` is final once the iterator ends."""
@@ -110,7 +113,10 @@ class Session:
                 batch = [history[-1], *draft]
                 t0 = time.perf_counter()
                 tgt.decode(batch, n_past, outputs="all")
-                st.target_seconds += time.perf_counter() - t0
+                dt = time.perf_counter() - t0
+                st.target_seconds += dt
+                if self.costs is not None:
+                    self.costs.observe_pass(len(batch), dt)
                 st.n_target_passes += 1
                 accepted = self.verifier.verify(rows, proposal)
                 n_kept = len(accepted) - 1
@@ -120,6 +126,7 @@ class Session:
                     self.drafter.process(batch, n_past)
                     self.drafter.accept(n_kept)
                 st.steps.append((len(draft), n_kept))
+                st.record_step(getattr(drafter, "last_source", drafter.method) if draft else "none", len(draft))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
                 if n_kept < len(draft):

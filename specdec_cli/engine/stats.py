@@ -19,6 +19,10 @@ class GenerationStats:
     first_token_seconds: float | None = None  # from the start of the prompt to the first emitted token
     stop_reason: str = ""  # eog | stop | length | context | interrupted
     accepted_per_position: list[int] = field(default_factory=list)  # how often draft position i was kept
+    drafted_per_position: list[int] = field(default_factory=list)  # how often draft position i was proposed
+    steps_by_drafter: dict[str, int] = field(default_factory=dict)  # target passes per proposer ("none": plain)
+    draft_lengths: dict[int, int] = field(default_factory=dict)  # histogram of the draft length per pass
+    method: str | None = None  # the drafting method of the generation (None: the target alone)
     # (drafted, accepted) of every target pass, in order: what llama.cpp logs per step at debug level
     steps: list[tuple[int, int]] = field(default_factory=list, repr=False)
 
@@ -40,13 +44,50 @@ class GenerationStats:
         """Decode-loop time spent outside the two models: Python, sampling, bookkeeping."""
         return max(0.0, self.decode_seconds - self.draft_seconds - self.target_seconds)
 
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        """Share of the proposals reaching draft position i whose token i was kept."""
+        return [a / d if d else 0.0 for a, d in zip(self.accepted_per_position, self.drafted_per_position)]
+
+    def record_step(self, source: str, n_drafted: int) -> None:
+        self.steps_by_drafter[source] = self.steps_by_drafter.get(source, 0) + 1
+        self.draft_lengths[n_drafted] = self.draft_lengths.get(n_drafted, 0) + 1
+
     def record_acceptance(self, n_drafted: int, n_accepted: int) -> None:
         self.n_drafted += n_drafted
         self.n_accepted += n_accepted
-        if len(self.accepted_per_position) < n_drafted:
-            self.accepted_per_position.extend([0] * (n_drafted - len(self.accepted_per_position)))
+        for counts in (self.accepted_per_position, self.drafted_per_position):
+            if len(counts) < n_drafted:
+                counts.extend([0] * (n_drafted - len(counts)))
         for i in range(n_accepted):
             self.accepted_per_position[i] += 1
+        for i in range(n_drafted):
+            self.drafted_per_position[i] += 1
+
+    def merge(self, other: GenerationStats) -> None:
+        """Add ``other``'s counts and times (a batch's totals)."""
+        for name in ("n_prompt", "n_generated", "n_target_passes", "prompt_seconds", "decode_seconds",
+                     "draft_seconds", "target_seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.n_drafted += other.n_drafted
+        self.n_accepted += other.n_accepted
+        for mine, theirs in ((self.accepted_per_position, other.accepted_per_position),
+                             (self.drafted_per_position, other.drafted_per_position)):
+            mine.extend([0] * (len(theirs) - len(mine)))
+            for i, v in enumerate(theirs):
+                mine[i] += v
+        for mine, theirs in ((self.steps_by_drafter, other.steps_by_drafter), (self.draft_lengths, other.draft_lengths)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        self.method = self.method or other.method
+
+    def split(self) -> str:
+        """How the passes were shared between proposers, e.g. ``auto: ngram 61%, none 39%``."""
+        total = sum(self.steps_by_drafter.values())
+        if not total:
+            return ""
+        order = sorted(self.steps_by_drafter.items(), key=lambda kv: (kv[0] == "none", -kv[1]))
+        return f"{self.method}: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in order)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -55,6 +96,8 @@ class GenerationStats:
         d["tokens_per_pass"] = self.tokens_per_pass
         d["tokens_per_second"] = self.tokens_per_second
         d["overhead_seconds"] = self.overhead_seconds
+        d["acceptance_by_position"] = self.acceptance_by_position
+        d["draft_lengths"] = {str(k): v for k, v in sorted(self.draft_lengths.items())}
         return d
 
     def summary(self) -> str:
@@ -72,6 +115,8 @@ class GenerationStats:
             ]
         elif self.n_target_passes:
             parts.append(f"{self.tokens_per_pass:.2f} tok/pass")
+        if self.method == "auto" and self.split():
+            parts.append(self.split())
         if self.stop_reason:
             parts.append(f"stop: {self.stop_reason}")
         return " | ".join(parts)

@@ -38,6 +38,10 @@ class ModelDrafter(Drafter):
         self.sampler: Sampler | None = None  # set per generation by begin(); None = greedy
         self._cached: list[int] = []  # tokens whose KV the draft context holds, at positions 0..
         self._stable = 0  # history length up to which the cache is known to match
+        # set by a caller that decides the length itself (auto): called with the confidence of
+        # the next position before its token is drawn; False stops the proposal (p-min is off)
+        self.stop_rule = None
+        self.last_confidences: list[float] = []  # of the last proposal's tokens
 
     def configure(self, *, n_max: int, p_min: float) -> None:
         self.p_min = p_min
@@ -75,11 +79,12 @@ class ModelDrafter(Drafter):
             return []
         self._sync(history)
         out: list[int] = []
+        self.last_confidences = confs = []
         pos = len(history)
         while True:
             logits = self.ctx.logits(-1)
             tok = int(logits.argmax())
-            if self.p_min > 0.0 and _top_k_confidence(logits, tok) < self.p_min:
+            if not self._continue(logits, tok, confs):
                 break
             out.append(tok)
             if len(out) >= n_max:
@@ -96,10 +101,11 @@ class ModelDrafter(Drafter):
         self._sync(history)
         out: list[int] = []
         dists: list[Dist] = []
+        self.last_confidences = confs = []
         pos = len(history)
         while True:
             logits = self.ctx.logits(-1)
-            if self.p_min > 0.0 and _top_k_confidence(logits, int(logits.argmax())) < self.p_min:
+            if not self._continue(logits, int(logits.argmax()), confs):
                 break
             ids, probs = sampler.distribution(logits)
             tok = sampler.draw(ids, probs)
@@ -111,6 +117,19 @@ class ModelDrafter(Drafter):
             self._cached.append(tok)
             pos += 1
         return Proposal(out, dists)
+
+    def _continue(self, logits: np.ndarray, best: int, confs: list[float]) -> bool:
+        """Whether to draft the next position, decided from its logits before anything is drawn."""
+        if self.stop_rule is None and self.p_min <= 0.0:
+            return True
+        conf = _top_k_confidence(logits, best)
+        if self.stop_rule is not None:
+            if not self.stop_rule(conf):
+                return False
+        elif conf < self.p_min:
+            return False
+        confs.append(conf)
+        return True
 
 
 def _top_k_confidence(logits: np.ndarray, best: int) -> float:

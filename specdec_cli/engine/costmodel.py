@@ -1,0 +1,209 @@
+"""What a target pass and a draft step cost on this machine, measured, not assumed.
+
+A verify pass over b tokens costs almost one decode step on a GPU for b up to tens of
+tokens, and several steps on a CPU (on 2 cores: 2.1 steps at b=2, 13.7 at b=33). The draft
+length that pays follows from this curve, so specdec measures it: a short calibration when
+the models load (a few passes at chosen sizes on the empty cache, which is cleared after),
+then every real pass of the run, smoothed per batch size. Sizes not seen yet are
+interpolated linearly between measured ones and extended past the largest with the last
+segment's slope. Draft costs are kept per drafter, as seconds per drafted token.
+
+The curve is cached per model file, thread count, offload and device in the user cache
+(``$XDG_CACHE_HOME/specdec/costs.json``), so the next run starts calibrated. A corrupt or
+stale file gets a note and a recalibration, never a failure.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+CALIBRATION_SIZES = (1, 2, 4, 16)  # about 15 decode steps in all on a 2-core CPU
+SMOOTHING = 0.1  # weight of a new measurement in the running mean of its batch size
+CACHE_VERSION = 1
+
+
+class CostModel:
+    """Seconds per target pass by batch size, and seconds per draft token by drafter."""
+
+    def __init__(self, passes: dict[int, float] | None = None, drafts: dict[str, float] | None = None):
+        self._pass: dict[int, float] = dict(passes or {})
+        self._sizes = sorted(self._pass)
+        self.drafts: dict[str, float] = dict(drafts or {})
+        self.source = "calibrated" if passes else "empty"
+
+    def adopt(self, other: CostModel) -> None:
+        """Take ``other``'s tables (a cached model), keeping this object shared with its users."""
+        self._pass, self._sizes, self.drafts = dict(other._pass), list(other._sizes), dict(other.drafts)
+        self.source = other.source
+
+    # --- measurements ------------------------------------------------------------------------
+    def observe_pass(self, n_tokens: int, seconds: float) -> None:
+        old = self._pass.get(n_tokens)
+        if old is None:
+            self._pass[n_tokens] = seconds
+            bisect.insort(self._sizes, n_tokens)
+        else:
+            # a single stall (the OS, another process) must not swing the curve
+            self._pass[n_tokens] = old + SMOOTHING * (min(seconds, 3 * old) - old)
+
+    def observe_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
+        if n_tokens <= 0:
+            return
+        per = seconds / n_tokens
+        old = self.drafts.get(drafter)
+        self.drafts[drafter] = per if old is None else old + SMOOTHING * (min(per, 3 * old) - old)
+
+    # --- estimates ---------------------------------------------------------------------------
+    def pass_seconds(self, n_tokens: int) -> float:
+        """Estimated seconds of one target pass over ``n_tokens`` tokens."""
+        p, sizes = self._pass, self._sizes
+        if not sizes:
+            return float(n_tokens)  # uncalibrated: linear, so nothing looks cheap
+        if n_tokens in p:
+            return p[n_tokens]
+        i = bisect.bisect_left(sizes, n_tokens)
+        if i == 0:
+            return p[sizes[0]]
+        if i < len(sizes):
+            lo, hi = sizes[i - 1], sizes[i]
+            return p[lo] + (p[hi] - p[lo]) * (n_tokens - lo) / (hi - lo)
+        if len(sizes) == 1:
+            return p[sizes[0]] * n_tokens / sizes[0]
+        lo, hi = sizes[-2], sizes[-1]
+        slope = max(0.0, (p[hi] - p[lo]) / (hi - lo))
+        return p[hi] + slope * (n_tokens - hi)
+
+    def draft_seconds(self, drafter: str) -> float:
+        return self.drafts.get(drafter, 0.0)
+
+    def step_seconds(self) -> float:
+        return self.pass_seconds(1)
+
+    def curve(self, sizes: list[int] | None = None) -> list[tuple[int, float, float]]:
+        """(batch size, seconds, multiples of one decode step) for reports."""
+        one = self.step_seconds() or 1.0
+        return [(b, self.pass_seconds(b), self.pass_seconds(b) / one) for b in (sizes or self._sizes)]
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "pass_ms": {str(b): round(s * 1e3, 3) for b, s in sorted(self._pass.items())},
+            "draft_ms_per_token": {k: round(v * 1e3, 3) for k, v in self.drafts.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CostModel:
+        passes = {int(b): float(ms) / 1e3 for b, ms in d["pass_ms"].items()}
+        drafts = {str(k): float(ms) / 1e3 for k, ms in d.get("draft_ms_per_token", {}).items()}
+        if not passes or any(b < 1 or not s > 0 for b, s in passes.items()) or any(not v >= 0 for v in drafts.values()):
+            raise ValueError("non-positive or empty cost table")
+        return cls(passes, drafts)
+
+
+def calibrate(ctx, token: int, sizes=CALIBRATION_SIZES) -> dict[int, float]:
+    """Time one pass at each size on ``ctx``'s empty cache (cleared before and after)."""
+    sizes = [b for b in sizes if b <= ctx.params.n_outputs_max]
+    out: dict[int, float] = {}
+    ctx.kv_clear()
+    ctx.decode([token], 0, outputs="all")  # warm-up: first-pass allocations are not a cost
+    for b in sizes:
+        ctx.kv_clear()
+        t0 = time.perf_counter()
+        ctx.decode([token] * b, 0, outputs="all")
+        out[b] = time.perf_counter() - t0
+    ctx.kv_clear()
+    return out
+
+
+def calibrate_draft(ctx, token: int, n: int = 2) -> float:
+    """Seconds per one-token draft decode on ``ctx`` (cleared before and after)."""
+    ctx.kv_clear()
+    ctx.decode([token], 0, outputs="last")
+    t0 = time.perf_counter()
+    for i in range(n):
+        ctx.decode([token], 1 + i, outputs="last")
+    per = (time.perf_counter() - t0) / n
+    ctx.kv_clear()
+    return per
+
+
+# --- the per-machine cache ---------------------------------------------------------------------
+def cache_path() -> Path:
+    """$SPECDEC_COST_CACHE, else $XDG_CACHE_HOME/specdec/costs.json, else ~/.cache/specdec/costs.json."""
+    override = os.environ.get("SPECDEC_COST_CACHE")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
+    return root / "specdec" / "costs.json"
+
+
+def device_name(gpu_layers: int) -> str:
+    """What the passes run on: the CPU model and core count, and whether layers are offloaded."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    return f"{cpu}x{os.cpu_count()}" + ("+gpu" if gpu_layers else "")
+
+
+def cache_key(model_path: Path, *, threads: int, gpu_layers: int, device: str, extra: str = "") -> str:
+    p = Path(model_path).resolve()
+    st = p.stat()
+    return f"{p}:{st.st_size}:{st.st_mtime_ns}|t{threads}|ngl{gpu_layers}|{device}|{extra}"
+
+
+def load_cached(key: str, warn: Callable[[str], None] | None = None) -> CostModel | None:
+    """The cached model for ``key``; None (after a note) when the file is missing or unusable."""
+    path = cache_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _note(warn, f"cannot read the cost cache {path} ({exc.strerror}); calibrating again")
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        if data.get("version") != CACHE_VERSION:
+            raise ValueError("another version")
+        entry = data["entries"].get(key)
+        if entry is None:
+            return None
+        model = CostModel.from_dict(entry)
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        _note(warn, f"the cost cache {path} is unusable ({exc.__class__.__name__}); calibrating again")
+        return None
+    model.source = "cached"
+    return model
+
+
+def save_cached(key: str, model: CostModel, warn: Callable[[str], None] | None = None) -> None:
+    """Merge ``model`` into the cache file; a cache that cannot be written is only a note."""
+    path = cache_path()
+    data: dict = {"version": CACHE_VERSION, "entries": {}}
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(old, dict) and old.get("version") == CACHE_VERSION and isinstance(old.get("entries"), dict):
+            data = old
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass  # missing or corrupt: rewritten whole
+    entry = model.to_dict()
+    del entry["source"]
+    data["entries"][key] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        _note(warn, f"cannot write the cost cache {path} ({exc.strerror}); the next run calibrates again")
+
+
+def _note(warn, msg: str) -> None:
+    if warn is not None:
+        warn(msg)

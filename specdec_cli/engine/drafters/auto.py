@@ -1,0 +1,140 @@
+"""``--method auto``: at every step, draft with whatever is expected to be fastest, or not at all.
+
+Two proposers sit behind it: the suffix index (free to ask, strong when the output copies
+the prompt or an earlier output) and, when one was loaded, the draft model (costs a draft
+step per token, pays where a verify pass is nearly as cheap as a decode step, as on a GPU).
+Each step:
+
+1. the index proposes up to ``n_max`` tokens; the policy turns each token's signal (context
+   length, continuation share) into a calibrated acceptance and picks the best prefix;
+2. the draft model is asked only if its expected rate, from the acceptance it has shown at
+   each draft position so far and its measured step cost, beats that; it then decides as it
+   drafts, stopping when one more token no longer pays for its step and its share of the
+   verify pass. The choice is made before it draws anything, and its proposal is used as
+   drafted, so a sampled proposal stays a valid draw from q (exact verification holds);
+3. if neither beats plain decoding (k = 0), nothing is proposed.
+
+llama.cpp tries its drafters in a fixed order; this chooses by expected speed, from costs
+measured on this machine (``CostModel``) and acceptance learned in this run (``Calibrator``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..costmodel import CostModel
+from ..policy import Calibrator, best_length, confidence_bucket, extension_pays
+from ..verify import Proposal
+from .base import Drafter
+from .model import ModelDrafter
+from .suffix import ORDERS, SuffixIndex
+
+MODEL_POSITION_PRIOR = 0.6  # acceptance assumed for a draft model's positions before any verify
+
+
+def _ngram_prior(share: float, order: int) -> float:
+    """Face value of an n-gram token: a long match that always went on this way is likely kept."""
+    return share * min(0.95, 0.3 + 0.05 * order)
+
+
+class AutoDrafter(Drafter):
+    method = "auto"
+
+    def __init__(self, costs: CostModel, model: ModelDrafter | None = None):
+        self.costs = costs
+        self.index = SuffixIndex()
+        self.model = model
+        self.sampled_proposals = model is not None  # mixed: greedy n-gram point masses, sampled drafts
+        self._ngram_cal = Calibrator()
+        self._model_conf = Calibrator()
+        self._model_pos = Calibrator()
+        self._model_live = False
+        self._pending: tuple[str, list, list] = ("none", [], [])
+        self.last_source = "none"
+
+    # --- the Drafter interface ---------------------------------------------------------------
+    def begin(self, prompt: list[int], sampler=None) -> None:
+        self.index.begin(prompt)
+        # the draft model is prefilled only when it could ever pay on this machine
+        self._model_live = self.model is not None and self._model_can_pay(32)
+        if self._model_live:
+            self.model.begin(prompt, sampler)
+
+    def process(self, tokens: list[int], pos0: int) -> None:
+        if self._model_live:
+            self.model.process(tokens, pos0)
+
+    def draft(self, history: list[int], n_max: int) -> list[int]:
+        return self.propose(history, n_max).tokens
+
+    def propose(self, history: list[int], n_max: int) -> Proposal:
+        costs = self.costs
+        t0 = time.perf_counter()
+        toks, shares, orders = self.index.propose(history, n_max)
+        buckets = [(ORDERS.index(n), confidence_bucket(s)) for s, n in zip(shares, orders)]
+        priors = [_ngram_prior(s, n) for s, n in zip(shares, orders)]
+        acc = [self._ngram_cal.estimate(b, p) for b, p in zip(buckets, priors)]
+        ng = best_length(acc, costs, costs.draft_seconds("ngram"))
+        costs.observe_draft("ngram", max(1, ng.k), time.perf_counter() - t0)
+        best_rate = ng.rate
+        choice: tuple[str, Proposal, list, list] = ("none", Proposal([]), [], [])
+        if ng.k > 0:
+            choice = ("ngram", Proposal(toks[: ng.k]), buckets[: ng.k], priors[: ng.k])
+        if self._model_live and self._model_expected(n_max) > best_rate:
+            choice = self._draft_with_model(history, n_max) or choice
+        source, proposal, b, p = choice
+        self._pending = (source, b, p)
+        self.last_source = source if proposal.tokens else "none"
+        return proposal
+
+    def accept(self, n_accepted: int) -> None:
+        source, buckets, priors = self._pending
+        if source == "ngram":
+            self._ngram_cal.observe(buckets, priors, n_accepted)
+        elif source == "draft":
+            self._model_conf.observe(buckets, priors, n_accepted)
+            self._model_pos.observe([("pos", i) for i in range(len(buckets))], priors, n_accepted)
+        self._pending = ("none", [], [])
+
+    def configure(self, *, n_max: int, p_min: float) -> None:
+        if self.model is not None:
+            self.model.configure(n_max=n_max, p_min=p_min)
+
+    # --- the draft model ---------------------------------------------------------------------
+    def _model_position(self, i: int) -> float:
+        return self._model_pos.estimate(("pos", i), MODEL_POSITION_PRIOR)
+
+    def _model_expected(self, n_max: int) -> float:
+        acc = [self._model_position(i) for i in range(n_max)]
+        return best_length(acc, self.costs, self.costs.draft_seconds("draft")).rate
+
+    def _model_can_pay(self, n_max: int) -> bool:
+        """Even if every drafted token were kept, would the draft model beat plain decoding?"""
+        d = self.costs.draft_seconds("draft")
+        return best_length([0.999] * n_max, self.costs, d).k > 0
+
+    def _draft_with_model(self, history: list[int], n_max: int):
+        costs = self.costs
+        d = costs.draft_seconds("draft")
+        cal, accs = self._model_conf, []
+
+        def keep_going(conf: float) -> bool:
+            a = cal.estimate((confidence_bucket(conf),), conf)
+            if not extension_pays(accs, a, n_max, costs, d):
+                return False
+            accs.append(a)
+            return True
+
+        model = self.model
+        model.stop_rule = keep_going
+        t0 = time.perf_counter()
+        try:
+            proposal = model.propose(history, n_max)
+        finally:
+            model.stop_rule = None
+        # a draft step per token, plus the one that catches the draft's cache up
+        costs.observe_draft("draft", len(proposal.tokens) + 1, time.perf_counter() - t0)
+        if not proposal.tokens:
+            return None
+        confs = model.last_confidences
+        return ("draft", proposal, [(confidence_bucket(c),) for c in confs], list(confs))

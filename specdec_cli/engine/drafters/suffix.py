@@ -1,0 +1,131 @@
+"""n-gram lookup grown up: the longest earlier match, and the continuation seen most often.
+
+Where ``ngram.py`` copies what followed the latest occurrence of a 2- to 4-gram (llama.cpp's
+``ngram-simple``), this index keeps, for contexts of 1 up to 32 tokens, how often each token
+followed them, over the prompt and the output so far and, in a batch, over the outputs of
+the earlier prompts of the same run (documents in a batch share structure). A proposal
+follows the longest context that has been seen before and takes its most frequent
+continuation (ties go to the latest), as SuffixDecoding (Snowflake, 2024) does with its
+suffix trees. Each proposed token carries what the policy needs to guess whether it will
+be kept: the length of the context it was found under and the share of that context's
+occurrences that went on with it.
+
+Adding a token costs one dictionary update per context length (a fixed set of lengths), and
+proposing costs one lookup per length per proposed token: amortised O(1) per token.
+"""
+
+from __future__ import annotations
+
+ORDERS = (32, 24, 16, 12, 8, 6, 4, 3, 2, 1)  # context lengths, longest first
+SHARED_LIMIT = 200_000  # tokens of earlier outputs kept for a batch
+
+
+class _Table:
+    """context tuple -> [counts by next token, best token, its count, total]."""
+
+    def __init__(self):
+        self.rows: dict[tuple[int, ...], list] = {}
+
+    def add(self, seq: list[int], end: int) -> None:
+        """Count ``seq[end]`` as the continuation of every context ending before it."""
+        nxt = seq[end]
+        rows = self.rows
+        for n in ORDERS:
+            if end < n:
+                continue
+            key = tuple(seq[end - n : end])
+            row = rows.get(key)
+            if row is None:
+                rows[key] = [{nxt: 1}, nxt, 1, 1]
+                continue
+            counts = row[0]
+            c = counts.get(nxt, 0) + 1
+            counts[nxt] = c
+            row[3] += 1
+            if c >= row[2]:  # ties go to the latest
+                row[1], row[2] = nxt, c
+
+    def add_all(self, seq: list[int]) -> None:
+        for end in range(1, len(seq)):
+            self.add(seq, end)
+
+
+class SuffixIndex:
+    """The lookup table of one generation, with earlier outputs of the run as a fallback."""
+
+    def __init__(self):
+        self._local = _Table()
+        self._indexed = 0
+        self._shared = _Table()
+        self._outputs: dict[tuple, list[int]] = {}  # prompt -> its latest output, for the batch index
+        self._shared_keys: set[tuple] = set()
+        self._prompt_key: tuple | None = None
+        self._prompt_len = 0
+        self._last: list[int] = []
+
+    def begin(self, prompt: list[int]) -> None:
+        self._remember_output()
+        key = tuple(prompt)
+        self._prompt_key, self._prompt_len, self._last = key, len(prompt), []
+        self._local = _Table()
+        self._indexed = 0
+        self._rebuild_shared(exclude=key)
+
+    def _remember_output(self) -> None:
+        if self._prompt_key is not None and len(self._last) > self._prompt_len:
+            self._outputs[self._prompt_key] = self._last[self._prompt_len :]
+            total = sum(len(o) for o in self._outputs.values())
+            while total > SHARED_LIMIT and len(self._outputs) > 1:
+                total -= len(self._outputs.pop(next(iter(self._outputs))))
+
+    def _rebuild_shared(self, exclude: tuple) -> None:
+        """Outputs of *other* prompts only: a repeated prompt (bench) must not find its own answer."""
+        keys = {k for k in self._outputs if k != exclude}
+        if keys == self._shared_keys:
+            return
+        if self._shared_keys <= keys:
+            for k in keys - self._shared_keys:
+                self._shared.add_all(self._outputs[k])
+        else:
+            self._shared = _Table()
+            for k in keys:
+                self._shared.add_all(self._outputs[k])
+        self._shared_keys = keys
+
+    def extend(self, history: list[int]) -> None:
+        """Index every context of ``history`` whose continuation is known."""
+        for end in range(max(1, self._indexed), len(history)):
+            self._local.add(history, end)
+        self._indexed = max(self._indexed, len(history))
+        self._last = history
+
+    def _lookup(self, ctx: list[int]) -> tuple[int, float, int] | None:
+        """(token, share of the context's occurrences it followed, context length) or None."""
+        for n in ORDERS:
+            if len(ctx) < n:
+                continue
+            key = tuple(ctx[-n:])
+            row = self._local.rows.get(key) or self._shared.rows.get(key)
+            if row is not None:
+                return row[1], row[2] / row[3], n
+        return None
+
+    def propose(self, history: list[int], n_max: int) -> tuple[list[int], list[float], list[int]]:
+        """Up to ``n_max`` tokens to follow ``history``, each with its share and context length."""
+        self.extend(history)
+        ctx = history[-ORDERS[0] :]
+        toks: list[int] = []
+        shares: list[float] = []
+        orders: list[int] = []
+        while len(toks) < n_max:
+            hit = self._lookup(ctx)
+            if hit is None:
+                break
+            tok, share, n = hit
+            toks.append(tok)
+            shares.append(share)
+            orders.append(n)
+            ctx.append(tok)
+            if len(ctx) > ORDERS[0]:
+                del ctx[0]
+        return toks, shares, orders

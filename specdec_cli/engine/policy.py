@@ -1,0 +1,89 @@
+"""How far to draft: the length that maximises expected tokens per second, from measurements.
+
+For a proposal whose i-th token is kept with (conditional) probability a_i, drafting k
+tokens yields 1 + sum_{i<=k} prod_{j<=i} a_j tokens per target pass (the kept prefix plus
+the target's own token) and costs one (k+1)-token pass plus k draft steps. The policy picks
+the k in 0..k_max with the best ratio; k = 0 is plain decoding and wins whenever nothing
+beats it. Costs come from ``CostModel``; the a_i from ``Calibrator``, which maps what a
+drafter knows (its own probability, an n-gram's match length and continuation frequency)
+to the acceptance really observed so far in this run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .costmodel import CostModel
+
+K_MAX = 32  # the longest draft auto considers (a head's block limit caps it further)
+
+
+@dataclass
+class Choice:
+    k: int
+    rate: float  # expected tokens per second
+    expected: float  # expected tokens per pass, 1 + E[accepted]
+
+
+def best_length(accept: list[float], costs: CostModel, draft_cost: float = 0.0) -> Choice:
+    """The k (0..len(accept)) with the highest expected tokens per second."""
+    best = Choice(0, 1.0 / costs.pass_seconds(1), 1.0)
+    run, expected = 1.0, 1.0
+    for k, a in enumerate(accept, start=1):
+        run *= a
+        expected += run
+        rate = expected / (costs.pass_seconds(k + 1) + k * draft_cost)
+        if rate > best.rate:
+            best = Choice(k, rate, expected)
+        if run < 1e-4:
+            break
+    return best
+
+
+def extension_pays(accept: list[float], next_a: float, k_max: int, costs: CostModel, draft_cost: float) -> bool:
+    """Whether one more draft step can raise the expected rate above drafting ``accept`` alone,
+    assuming the tokens after it are kept as often as ``next_a`` (the draft model's stop rule)."""
+    now = best_length(accept, costs, draft_cost).rate
+    longer = accept + [next_a] * max(0, k_max - len(accept))
+    return best_length(longer, costs, draft_cost).rate > now
+
+
+class Calibrator:
+    """Acceptance by bucket of a drafter's own signal, learned from what the target kept.
+
+    Each bucket starts from a prior (its signal's face value, worth ``PRIOR_WEIGHT``
+    observations) and moves to the observed frequency as verifies come in.
+    """
+
+    PRIOR_WEIGHT = 4.0
+
+    def __init__(self):
+        self._cells: dict[tuple, list[float]] = {}  # bucket -> [kept, seen]
+
+    def estimate(self, bucket: tuple, prior: float) -> float:
+        cell = self._cells.get(bucket)
+        if cell is None:
+            return prior
+        return (cell[0] + prior * self.PRIOR_WEIGHT) / (cell[1] + self.PRIOR_WEIGHT)
+
+    def observe(self, buckets: list[tuple], priors: list[float], n_accepted: int) -> None:
+        """The first ``n_accepted`` positions were kept; the next one (if drafted) was not;
+        positions after it were never judged and teach nothing."""
+        for i, (bucket, _prior) in enumerate(zip(buckets, priors)):
+            if i > n_accepted:
+                break
+            cell = self._cells.setdefault(bucket, [0.0, 0.0])
+            cell[0] += 1.0 if i < n_accepted else 0.0
+            cell[1] += 1.0
+
+    def best(self, prior: float) -> float:
+        """The most optimistic calibrated acceptance: whether a drafter could pay at all."""
+        return max([prior, *(self.estimate(b, prior) for b in self._cells)])
+
+
+def confidence_bucket(p: float) -> int:
+    """Coarse bins of a probability, finer near 1 where long drafts are decided."""
+    for i, edge in enumerate((0.3, 0.6, 0.8, 0.9, 0.97)):
+        if p < edge:
+            return i
+    return 5
