@@ -30,19 +30,24 @@ CACHE_VERSION = 1
 class CostModel:
     """Seconds per target pass by batch size, and seconds per draft token by drafter."""
 
-    def __init__(self, passes: dict[int, float] | None = None, drafts: dict[str, float] | None = None):
+    def __init__(self, passes: dict[int, float] | None = None, drafts: dict[str, float] | None = None,
+                 *, frozen: bool = False):
+        """``frozen``: ignore measurements (an injected curve, for tests and what-ifs)."""
         self._pass: dict[int, float] = dict(passes or {})
         self._sizes = sorted(self._pass)
         self.drafts: dict[str, float] = dict(drafts or {})
-        self.source = "calibrated" if passes else "empty"
+        self.frozen = frozen
+        self.source = "injected" if frozen else ("calibrated" if passes else "empty")
 
     def adopt(self, other: CostModel) -> None:
         """Take ``other``'s tables (a cached model), keeping this object shared with its users."""
         self._pass, self._sizes, self.drafts = dict(other._pass), list(other._sizes), dict(other.drafts)
-        self.source = other.source
+        self.source, self.frozen = other.source, other.frozen
 
     # --- measurements ------------------------------------------------------------------------
     def observe_pass(self, n_tokens: int, seconds: float) -> None:
+        if self.frozen:
+            return
         old = self._pass.get(n_tokens)
         if old is None:
             self._pass[n_tokens] = seconds
@@ -52,7 +57,7 @@ class CostModel:
             self._pass[n_tokens] = old + SMOOTHING * (min(seconds, 3 * old) - old)
 
     def observe_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
-        if n_tokens <= 0:
+        if n_tokens <= 0 or self.frozen:
             return
         per = seconds / n_tokens
         old = self.drafts.get(drafter)

@@ -197,8 +197,13 @@ class Engine:
             c.observe_draft("draft", 1, costmodel.calibrate_draft(self.draft_ctx, tok))
         return c
 
+    def set_costs(self, model: CostModel) -> None:
+        """Decide with ``model`` instead of measuring (an injected curve: tests, what-ifs); not cached."""
+        self.costs.adopt(model)
+        self._costs_ready = True
+
     def save_costs(self) -> None:
-        if self._costs_ready:
+        if self._costs_ready and not self.costs.frozen:
             costmodel.save_cached(self._cost_key(self.target_model.path, self.options.gpu_layers), self.costs, self.warn)
 
     def _make_drafter(self, kind: str, warn) -> Drafter:

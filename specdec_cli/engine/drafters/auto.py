@@ -45,12 +45,16 @@ class AutoDrafter(Drafter):
         self.index = SuffixIndex()
         self.model = model
         self.sampled_proposals = model is not None  # mixed: greedy n-gram point masses, sampled drafts
-        self._ngram_cal = Calibrator()
-        self._model_conf = Calibrator()
-        self._model_pos = Calibrator()
+        self.reset()
         self._model_live = False
         self._pending: tuple[str, list, list] = ("none", [], [])
         self.last_source = "none"
+
+    def reset(self) -> None:
+        """Forget the acceptance learned so far (it is otherwise kept across generations)."""
+        self._ngram_cal = Calibrator()
+        self._model_conf = Calibrator()
+        self._model_pos = Calibrator()
 
     # --- the Drafter interface ---------------------------------------------------------------
     def begin(self, prompt: list[int], sampler=None) -> None:

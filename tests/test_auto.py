@@ -1,0 +1,297 @@
+"""--method auto: the cost model, the draft-length policy, the suffix index, and losslessness."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from specdec_cli.engine import costmodel
+from specdec_cli.engine.costmodel import CostModel
+from specdec_cli.engine.drafters.suffix import SuffixIndex
+from specdec_cli.engine.policy import Calibrator, best_length, extension_pays
+from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.verify import SamplingParams
+from test_exact_sampling import EOG, MIN_EXPECTED, chi_square
+
+EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
+STEP = 0.0385  # one decode step of the 1.5B target on 2 CPU cores, seconds
+# measured on 2 CPU cores (shared/notes/cpu-costs.md): a pass over b tokens, in decode steps
+CPU_STEPS = {1: 1.0, 2: 2.1, 4: 2.9, 5: 3.6, 8: 6.2, 17: 8.7, 33: 13.7}
+
+
+def cpu_like(draft_steps: float = 0.63) -> CostModel:
+    return CostModel({b: s * STEP for b, s in CPU_STEPS.items()}, {"draft": draft_steps * STEP}, frozen=True)
+
+
+def gpu_like(draft_steps: float = 0.08) -> CostModel:
+    """A verify pass that costs one step up to 33 tokens, as on a GPU."""
+    return CostModel({1: STEP, 33: STEP * 1.05, 65: STEP * 2.0}, {"draft": draft_steps * STEP}, frozen=True)
+
+
+# --- the cost model -----------------------------------------------------------------------------
+def test_cost_curve_interpolates_and_extends():
+    c = CostModel({1: 1.0, 4: 4.0, 8: 6.0})
+    assert c.pass_seconds(2) == pytest.approx(2.0)
+    assert c.pass_seconds(6) == pytest.approx(5.0)
+    assert c.pass_seconds(16) == pytest.approx(10.0)  # the last segment's slope, 0.5 per token
+    c.observe_pass(2, 3.0)
+    assert 2.0 < c.pass_seconds(2) <= 3.0  # smoothed, not replaced
+    c.observe_pass(4, 1000.0)
+    assert c.pass_seconds(4) < 4.0 * 1.3  # a single stall cannot swing the curve
+
+
+def test_frozen_model_ignores_measurements():
+    c = cpu_like()
+    c.observe_pass(1, 10.0)
+    c.observe_draft("draft", 1, 10.0)
+    assert c.pass_seconds(1) == pytest.approx(STEP)
+    assert c.draft_seconds("draft") == pytest.approx(0.63 * STEP)
+
+
+def test_cost_cache_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDEC_COST_CACHE", str(tmp_path / "c.json"))
+    c = CostModel({1: 0.04, 2: 0.08}, {"draft": 0.02})
+    costmodel.save_cached("k", c)
+    got = costmodel.load_cached("k")
+    assert got is not None and got.source == "cached"
+    assert got.pass_seconds(2) == pytest.approx(0.08) and got.draft_seconds("draft") == pytest.approx(0.02)
+    assert costmodel.load_cached("other") is None
+
+
+@pytest.mark.parametrize("content", [
+    b"{not json", b"\xff\xfe\x00garbage", b'{"version": 99, "entries": {}}',
+    b'{"version": 1, "entries": {"k": {"pass_ms": {"1": -5}}}}', b'{"version": 1, "entries": {"k": 3}}',
+    b'[1, 2]', b"",
+])
+def test_corrupt_cost_cache_is_a_note_and_a_recalibration(tmp_path, monkeypatch, content):
+    path = tmp_path / "c.json"
+    path.write_bytes(content)
+    monkeypatch.setenv("SPECDEC_COST_CACHE", str(path))
+    notes: list[str] = []
+    assert costmodel.load_cached("k", notes.append) is None
+    assert notes and "calibrating again" in notes[0]
+    costmodel.save_cached("k", CostModel({1: 0.05}), notes.append)  # rewritten whole
+    assert json.loads(path.read_text())["entries"]["k"]["pass_ms"] == {"1": 50.0}
+
+
+def test_unwritable_cost_cache_is_only_a_note(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("SPECDEC_COST_CACHE", str(blocker / "sub" / "c.json"))
+    notes: list[str] = []
+    costmodel.save_cached("k", CostModel({1: 0.05}), notes.append)
+    assert notes and "cannot write" in notes[0]
+
+
+# --- the policy ---------------------------------------------------------------------------------
+def test_cpu_costs_refuse_the_draft_model_at_any_acceptance():
+    c = cpu_like()
+    assert best_length([0.999] * 32, c, c.draft_seconds("draft")).k == 0
+    assert not extension_pays([], 0.999, 32, c, c.draft_seconds("draft"))
+
+
+def test_cpu_costs_take_free_drafts_only_when_they_are_likely_kept():
+    c = cpu_like()
+    assert best_length([0.5] * 32, c).k == 0  # a 2-token pass costs 2.1 steps
+    assert 3 <= best_length([0.9] * 32, c).k <= 8
+    assert best_length([0.995] * 32, c).k == 32  # a long copy: long drafts are cheapest per token
+    # acceptance that falls off after a few tokens: draft just those
+    assert best_length([0.99] * 4 + [0.05] * 28, c).k == 4
+
+
+def test_gpu_costs_choose_long_drafts_for_the_draft_model():
+    c = gpu_like()
+    d = c.draft_seconds("draft")
+    assert best_length([0.8] * 32, c, d).k >= 6
+    assert best_length([0.95] * 32, c, d).k >= 16
+    assert extension_pays([0.8] * 4, 0.8, 32, c, d)
+    assert not extension_pays([0.8] * 4, 0.01, 32, c, d)
+
+
+def test_plain_decoding_when_nothing_beats_it():
+    for c in (cpu_like(), gpu_like()):
+        choice = best_length([0.0] * 8, c, 0.0)
+        assert choice.k == 0 and choice.expected == 1.0
+        assert best_length([], c).k == 0
+
+
+def test_calibrator_learns_from_what_was_kept():
+    cal = Calibrator()
+    b = [("x",)] * 4
+    assert cal.estimate(("x",), 0.9) == pytest.approx(0.9)
+    for _ in range(40):
+        cal.observe(b, [0.9] * 4, 0)  # the first token is always rejected
+    assert cal.estimate(("x",), 0.9) < 0.15
+    cal2 = Calibrator()
+    cal2.observe([("a",), ("b",), ("c",)], [0.5] * 3, 1)
+    # position 0 kept, position 1 rejected, position 2 never judged
+    assert cal2.estimate(("a",), 0.5) > 0.5 > cal2.estimate(("b",), 0.5)
+    assert cal2.estimate(("c",), 0.5) == pytest.approx(0.5)
+
+
+def test_policy_decision_is_cheap():
+    import time
+
+    c = cpu_like()
+    acc = [0.97] * 32
+    t0 = time.perf_counter()
+    for _ in range(200):
+        best_length(acc, c)
+    per = (time.perf_counter() - t0) / 200
+    assert per < 0.02 * STEP * 5  # generous bound on a loaded CI machine; typically ~20 us
+
+
+# --- the suffix index ---------------------------------------------------------------------------
+def test_index_follows_the_longest_match():
+    idx = SuffixIndex()
+    seq = [1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 1, 2, 3, 4]
+    idx.begin(seq)
+    toks, shares, orders = idx.propose(seq, 3)
+    assert toks == [5, 9, 2]  # "1 2 3 4" was followed by 5; "2 3 4" alone is ambiguous
+    assert orders[0] == 4 and shares[0] == 1.0
+
+
+def test_index_takes_the_most_frequent_continuation():
+    idx = SuffixIndex()
+    seq = [7, 1, 7, 1, 7, 2, 7, 1, 5, 7]
+    idx.begin(seq)
+    toks, shares, _ = idx.propose(seq, 1)
+    assert toks == [1] and shares[0] == pytest.approx(3 / 4)
+
+
+def test_index_grows_with_the_history():
+    idx = SuffixIndex()
+    hist = [1, 2, 3]
+    idx.begin(hist)
+    assert idx.propose(hist, 2)[0] == []
+    hist += [9, 1, 2, 3]
+    assert idx.propose(hist, 2)[0] == [9, 1]
+
+
+def test_earlier_outputs_feed_the_index_but_not_their_own_prompt():
+    idx = SuffixIndex()
+    p1, p2 = [100, 101], [200, 201]
+    idx.begin(p1)
+    idx.propose(p1 + [5, 6, 7, 8, 9], 1)  # the first prompt's output: 5 6 7 8 9
+    idx.begin(p2)
+    assert idx.propose(p2 + [5, 6, 7], 2)[0] == [8, 9]  # found in the earlier output
+    idx.begin(p1)  # the same prompt again (bench repeats): its own answer is not there
+    assert idx.propose(p1 + [5, 6, 7], 2)[0] == []
+
+
+# --- auto on the fixtures -----------------------------------------------------------------------
+REPEATING = [
+    "hello world this is the cat and the dog hello world this is the cat and",
+    "one two three four five six one two three four five six one two three",
+    "the and of to in is it that for on the and of to in is it that for",
+    "a b c d e f g h a b c d e f g h a b c d",
+    "we can see that one of the world we can see that one of the",
+    "hello",
+]
+
+
+@pytest.fixture(scope="module")
+def auto_engine(tiny_target, tiny_draft):
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=512, **EXACT),
+                 draft=DraftOptions(draft_max=16, p_min=0.0), method="auto")
+    yield eng
+    eng.close()
+
+
+@pytest.mark.parametrize("costs", ["cpu", "gpu", "measured"])
+def test_auto_greedy_output_identical_to_target_alone(auto_engine, costs):
+    eng = auto_engine
+    if costs == "measured":
+        eng._costs_ready = False
+        eng.costs.adopt(CostModel())
+        eng.ensure_costs()
+        assert eng.costs.source in ("calibrated", "cached")
+    else:
+        eng.set_costs(cpu_like() if costs == "cpu" else gpu_like(0.02))
+    split: Counter = Counter()
+    mixed = 0
+    for text in REPEATING:
+        tokens = eng.tokenize_prompt(text)
+        plain = eng.generate(tokens, GenOptions(max_tokens=64), use_draft=False)
+        spec = eng.generate(tokens, GenOptions(max_tokens=64))
+        assert spec.tokens == plain.tokens, text
+        assert spec.stats.method == "auto" and spec.stats.n_generated == len(spec.tokens)
+        split.update(spec.stats.steps_by_drafter)
+        mixed += {"ngram", "draft"} <= set(spec.stats.steps_by_drafter)
+        assert spec.cost_model is not None and spec.to_dict()["steps_by_drafter"] == spec.stats.steps_by_drafter
+    if costs == "cpu":
+        assert split["draft"] == 0  # the draft model cannot pay at CPU costs
+    if costs == "gpu":
+        assert split["draft"] > 0 and mixed > 0  # both drafters within one generation
+
+
+def test_auto_without_a_draft_model_is_ngram_plus_plain(tiny_target):
+    eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=512, **EXACT), draft=DraftOptions(draft_max=16),
+                 method="auto")
+    try:
+        eng.set_costs(gpu_like())
+        for text in REPEATING:
+            tokens = eng.tokenize_prompt(text)
+            plain = eng.generate(tokens, GenOptions(max_tokens=48), use_draft=False)
+            spec = eng.generate(tokens, GenOptions(max_tokens=48))
+            assert spec.tokens == plain.tokens
+            assert set(spec.stats.steps_by_drafter) <= {"ngram", "none"}
+            assert "auto: " in spec.stats.summary() or spec.stats.n_target_passes == 0
+    finally:
+        eng.close()
+
+
+def test_auto_at_temperature_samples_the_target_with_mixed_proposals(tiny_target, tmp_path):
+    """Exact verification of mixed proposals: n-gram point masses and sampled draft tokens.
+
+    The prompt ends in a long repeat, so the first pass takes the index's proposal; when the
+    target rejects it, the next pass is the draft model's sampled proposal (GPU-like costs).
+    The first two tokens must follow the target's own law either way."""
+    from test_exact_sampling import SAMPLING, Sampler
+    from tiny_models import TARGET_SHAPE, write_llama_gguf
+
+    close = write_llama_gguf(tmp_path / "tiny-close-draft-f32.gguf", **TARGET_SHAPE, seed=1, output_scale=6.0,
+                             name="tiny-close-draft")
+    eng = Engine(tiny_target, close, options=EngineOptions(n_ctx=64, threads=1, **EXACT),
+                 draft=DraftOptions(draft_max=1, p_min=0.0), method="auto")
+    try:
+        eng.set_costs(gpu_like(0.02))
+        prompt = eng.tokenize_prompt("one two three four five six seven one two three four five six")
+        sampler = Sampler(SamplingParams(**SAMPLING))
+        ctx, model = eng.target_ctx, eng.target_model
+
+        def law(tokens):
+            ctx.kv_clear()
+            ctx.decode(tokens, 0, outputs="last")
+            ids, probs = sampler.distribution(ctx.logits(-1))
+            out: dict = {}
+            for t, p in zip(ids.tolist(), probs.tolist()):
+                key = EOG if model.is_eog(t) else t
+                out[key] = out.get(key, 0.0) + p
+            return out
+
+        n = 1500
+        first = law(prompt)
+        pairs = {}
+        for t1, p1 in first.items():
+            if t1 == EOG:
+                pairs[(EOG,)] = p1
+            elif p1 * n >= MIN_EXPECTED:
+                for t2, p2 in law(prompt + [t1]).items():
+                    pairs[(t1, t2)] = p1 * p2
+        seen: Counter = Counter()
+        mixed = 0
+        for seed in range(n):
+            gen = GenOptions(max_tokens=3, sampling=SamplingParams(**SAMPLING, seed=seed), verify="exact")
+            eng.drafters["auto"].reset()  # every seed starts from the same priors
+            res = eng.generate(prompt, gen)
+            two = tuple(res.tokens[:2]) if len(res.tokens) >= 2 else (EOG,) if not res.tokens else (res.tokens[0], EOG)
+            seen[two if two[0] != EOG else (EOG,)] += 1
+            mixed += {"ngram", "draft"} <= set(res.stats.steps_by_drafter)
+        stat, df, p = chi_square(seen, pairs, n)
+        assert mixed > n // 10, mixed
+        assert p >= 0.001, f"chi2={stat:.1f} df={df} p={p:.3g}"
+    finally:
+        eng.close()
