@@ -1,9 +1,12 @@
 """``specdec demo``: the first thing a new user runs.
 
 It fetches a small real pair (Qwen2.5-Coder 1.5B target, 0.5B draft) once, through the
-same pinned, sha256-checked path the tests use, then generates for one code prompt twice
-in one process -- the target alone, then with the draft -- and prints both speeds and the
-acceptance rate. The tokens the draft proposed and the target kept are coloured.
+same pinned, sha256-checked path the tests use, then measures, in one process, two cases:
+writing new code (the target alone, with the draft model, and with auto) and editing a
+given function (the target alone and auto, which copies from the prompt where it can). It
+prints the speeds, and explains them from the costs it measured on this machine: how many
+decode steps a verify pass and a draft token cost here. Tokens the target kept from a
+proposal are coloured.
 """
 
 from __future__ import annotations
@@ -14,49 +17,107 @@ from . import console
 from .errors import EXIT_INTERRUPTED, EXIT_OK
 
 DEMO_PROMPT = "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring."
+EDIT_SOURCE = '''def parse_rows(text, sep=","):
+    """Split CSV-like text into rows of stripped fields, skipping blank lines."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(sep)]
+        rows.append(fields)
+    return rows
+
+
+def column(rows, index, default=None):
+    """The values of one column; short rows give the default."""
+    out = []
+    for row in rows:
+        out.append(row[index] if index < len(row) else default)
+    return out
+
+
+def to_markdown(rows):
+    """Render rows as a Markdown table, the first row as the header."""
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    padded = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(padded[0]) + " |", "|" + "---|" * width]
+    for row in padded[1:]:
+        lines.append("| " + " | ".join(row) + " |")
+    return "\\n".join(lines)
+'''
+EDIT_PROMPT = ("Rename the function parse_rows to read_rows and the parameter sep to delimiter in this file. "
+               "Output the whole file and nothing else.\n\n" + EDIT_SOURCE)
 
 
 def run_demo(max_tokens: int = 128) -> int:
-    from .engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+    from .engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
     from .realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
 
     target = ensure_model(DEMO_TARGET)
     draft = ensure_model(DEMO_DRAFT)
-    engine = Engine(target, draft, options=EngineOptions(n_ctx=2048), draft=DraftOptions())
+    engine = Engine(target, draft, options=EngineOptions(n_ctx=2048), draft=DraftOptions(draft_max=AUTO_DRAFT_MAX),
+                    method="auto", warn=console.warn)
     colour = console.ansi_ok(sys.stdout)
+
+    def show(segments):
+        for text, drafted in segments:
+            painted = colour and drafted
+            console.write_text(f"{console.DRAFT_COLOUR}{text}{console.RESET}" if painted else text)
+
     try:
-        tokens = engine.tokenize_prompt(engine.render_chat([{"role": "user", "content": DEMO_PROMPT}]))
-        gen = GenOptions(max_tokens=max_tokens)
-        engine.generate(tokens[:8], GenOptions(max_tokens=4), use_draft=False)  # warm-up, not shown
-        runs = []
-        for label, use_draft in (("target alone", False), (f"with draft {draft.name}", True)):
-            console.note(f"--- {label} ---")
-
-            def show(segments):
-                for text, drafted in segments:
-                    painted = colour and drafted
-                    console.write_text(f"{console.DRAFT_COLOUR}{text}{console.RESET}" if painted else text)
-
-            result = engine.generate(tokens, gen, use_draft=use_draft, on_text=show)
-            console.write_text("\n")
-            console.note(result.stats.summary())
-            runs.append(result)
-            if result.interrupted:
-                return EXIT_INTERRUPTED
-        base, spec = runs[0].stats, runs[1].stats
-        ratio = (spec.tokens_per_second or 0) / (base.tokens_per_second or 1)
-        console.note(
-            f"target alone {base.tokens_per_second:.2f} tok/s, with draft {spec.tokens_per_second:.2f} tok/s "
-            f"({ratio:.2f}x), acceptance {100 * (spec.acceptance_rate or 0):.0f}%, "
-            f"{spec.tokens_per_pass:.2f} tokens per target pass"
-        )
+        costs = engine.ensure_costs()
+        cases = [
+            ("writing new code", DEMO_PROMPT, [("target alone", None), (f"draft model {draft.name}, 4 tokens", "draft"),
+                                               ("auto", "auto")]),
+            ("editing a given file", EDIT_PROMPT, [("target alone", None), ("auto", "auto")]),
+        ]
+        engine.generate(engine.tokenize_prompt("hello"), GenOptions(max_tokens=4), use_draft=False)  # warm-up
+        summary = []
+        for case, prompt, runs in cases:
+            tokens = engine.tokenize_prompt(engine.render_chat([{"role": "user", "content": prompt}]))
+            speeds = {}
+            for label, method in runs:
+                console.note(f"--- {case}: {label} ---")
+                if method == "draft":
+                    engine.set_draft(draft_max=4, p_min=0.0)
+                elif method == "auto":
+                    engine.set_draft(draft_max=AUTO_DRAFT_MAX, p_min=0.0)
+                result = engine.generate(tokens, GenOptions(max_tokens=max_tokens), use_draft=method is not None,
+                                         method=method, on_text=show)
+                console.write_text("\n")
+                console.note(result.stats.summary())
+                if result.interrupted:
+                    return EXIT_INTERRUPTED
+                speeds[label] = result.stats.tokens_per_second or 0.0
+            base = speeds["target alone"] or 1.0
+            summary.append(f"{case}: " + ", ".join(f"{k} {v:.1f} tok/s ({v / base:.2f}x)" for k, v in speeds.items()))
+        for line in summary:
+            console.note(line)
+        console.note(explain(costs))
         if colour:
-            console.note("coloured text: proposed by the draft and kept by the target")
-        if ratio < 1:
-            console.note(
-                "the draft did not pay off here: on a few CPU cores the draft's own cost and the larger verify "
-                "batch outweigh the saved passes; GPUs and bigger targets change that (measure with your models)"
-            )
+            console.note("coloured text: proposed by a drafter and kept by the target")
         return EXIT_OK
     finally:
         engine.close()
+
+
+def explain(costs) -> str:
+    """Why drafting pays or not here, in the measured costs' own terms."""
+    from .engine.policy import best_length
+
+    step = costs.step_seconds()
+    verify5 = costs.pass_seconds(5) / step
+    d = costs.draft_seconds("draft")
+    text = f"here one decode step takes {step * 1e3:.1f} ms and a 5-token verify pass costs {verify5:.1f} steps"
+    if d:
+        text += f"; one draft-model token costs {d / step:.2f} steps"
+        if best_length([0.999] * 32, costs, d).k == 0:
+            text += ", so the draft model cannot pay even if every token were kept"
+        else:
+            text += ", so the draft model pays when most of its tokens are kept"
+    copy = best_length([0.99] * 32, costs)
+    text += (f"; copying from the prompt costs nothing to propose, and at 99% acceptance auto drafts {copy.k} tokens "
+             f"for an expected {copy.rate * step:.2f}x")
+    return text

@@ -72,14 +72,15 @@ def run_bench_request(req: BenchRequest) -> int:
     scenarios = load_scenarios(names, req.prompts)
     registry = load_registry(req.registry)
     target, draft = fetch_missing(registry, pair=req.pair, target=req.target, draft=req.draft, quant=req.quant, yes=req.yes)
+    from ..engine.runner import AUTO_DRAFT_MAX
+
     sel = select(registry, pair=req.pair, target=target, draft=draft, quant=req.quant)
-    if sel.draft is None:
-        raise UsageError("bench compares the target with and without a draft: no draft was found", hint="pass --draft FILE or --pair NAME")
     for w in sel.warnings:
         console.warn(w)
-    est = check_memory(sel, max(draft_max), req, force=False, quiet=False)
+    longest = max(*draft_max, AUTO_DRAFT_MAX)
+    est = check_memory(sel, longest, req, force=False, quiet=False)
     engine = Engine(
-        sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=max(draft_max), p_min=p_min[0]),
+        sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=longest, p_min=p_min[0]),
         method=sel.method, warn=console.warn,
     )
     verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
@@ -87,10 +88,11 @@ def run_bench_request(req: BenchRequest) -> int:
         check_verify_mode(v)
     if req.temp <= 0 and verify != ["auto"]:
         raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
-    configs = grid(draft_max, p_min, verify=verify, method=sel.method or "draft")
+    configs = grid(draft_max, p_min, verify=verify, method=sel.method if sel.draft else None)
     n_runs = sum(len(v) for v in scenarios.values()) * req.repeats * len(configs)
     console.note(
-        f"bench: {sel.target.name} with {sel.draft.name}; {len(scenarios)} scenario(s), {len(configs)} settings, "
+        f"bench: {sel.target.name} with {sel.draft.name if sel.draft else 'no draft model'}; "
+        f"{len(scenarios)} scenario(s), {len(configs)} settings, "
         f"{req.repeats} repeat(s), {req.max_tokens} tokens: {n_runs} generations"
     )
 
@@ -113,22 +115,53 @@ def run_bench_request(req: BenchRequest) -> int:
         interrupted = True
         console.warn(f"interrupted after {len(samples)} of {n_runs} generations; reporting what was measured")
     finally:
+        costs = engine.costs
         engine.close()
     if not samples:
         return EXIT_INTERRUPTED
     rows = summarize(samples)
     rec = recommend(rows)
     print_tables(rows, rec, _stdout())
+    print_costs(costs, _stdout())
     _report_memory(samples, est)
     if req.json_out:
-        _write_json(req, sel, samples, rows, rec, est)
+        _write_json(req, sel, samples, rows, rec, est, costs)
     if req.plot:
         from .plot import plot
 
         console.note(f"plot written to {plot(rows, rec, req.plot)}")
+        if costs.curve():
+            from .plot import plot_costs
+
+            console.note(f"cost curve plotted to {plot_costs(costs, req.plot)}")
     if req.save and not interrupted:
-        _save(sel, rec)
+        if sel.draft is None:
+            console.note("nothing to save: without a draft model, run's default (auto) is what was measured")
+        else:
+            _save(sel, rec)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+CURVE_SIZES = [1, 2, 3, 4, 5, 8, 12, 16, 17, 24, 32, 33]
+
+
+def print_costs(costs, out) -> None:
+    """The measured cost of a target pass by batch size: what auto chose draft lengths from."""
+    if not costs.curve():
+        return
+    from rich.table import Table
+
+    table = Table(title=f"target pass cost by batch size ({costs.source}, then refined by every pass)", title_justify="left")
+    table.add_column("tokens", justify="right")
+    table.add_column("ms per pass", justify="right")
+    table.add_column("decode steps", justify="right")
+    table.add_column("ms per token", justify="right")
+    for b, sec, steps in costs.curve(CURVE_SIZES):
+        table.add_row(str(b), f"{sec * 1e3:.1f}", f"{steps:.2f}", f"{sec * 1e3 / b:.1f}")
+    out.print(table)
+    drafts = ", ".join(f"{k} {v * 1e3:.2f} ms/token" for k, v in costs.drafts.items())
+    if drafts:
+        out.print(f"draft cost: {drafts}", markup=False)
 
 
 def _stdout():
@@ -147,11 +180,11 @@ def _report_memory(samples, est) -> None:
     )
 
 
-def _write_json(req, sel, samples, rows, rec, est) -> None:
+def _write_json(req, sel, samples, rows, rec, est, costs) -> None:
     overheads = [s.overhead_fraction for s in samples if s.config.use_draft and s.overhead_fraction is not None]
     out = {
         "target": str(sel.target),
-        "draft": str(sel.draft),
+        "draft": str(sel.draft) if sel.draft else None,
         "machine": _machine(),
         "settings": {"repeats": req.repeats, "max_tokens": req.max_tokens, "ctx": req.ctx, "flash_attn": req.flash_attn,
                      "cache_type_k": req.cache_type_k, "cache_type_v": req.cache_type_v},
@@ -159,6 +192,7 @@ def _write_json(req, sel, samples, rows, rec, est) -> None:
         "recommendation": rec,
         "python_overhead_fraction_median": sorted(overheads)[len(overheads) // 2] if overheads else None,
         "memory_estimate": est.to_dict(),
+        "cost_model": costs.to_dict(),
         "samples": [s.to_dict() for s in samples],
     }
     req.json_out.write_text(json.dumps(out, indent=1) + "\n")

@@ -12,7 +12,7 @@ from ..errors import UsageError
 from .report import Row
 
 
-def plot(rows: list[Row], rec: dict, path: Path) -> Path:
+def _pyplot(path: Path):
     try:
         import matplotlib
 
@@ -22,6 +22,31 @@ def plot(rows: list[Row], rec: dict, path: Path) -> Path:
         raise UsageError("--plot needs matplotlib", hint="pip install 'specdec[plot]'") from None
     if path.suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot takes a .png or .svg file, not {path.name}")
+    return plt
+
+
+def plot_costs(costs, path: Path) -> Path:
+    """The measured target pass cost by batch size, beside ``path`` as NAME-costs.EXT."""
+    plt = _pyplot(path)
+    out = path.with_name(f"{path.stem}-costs{path.suffix}")
+    sizes = list(range(1, 34))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(sizes, [s for _, _, s in costs.curve(sizes)], label="estimate (interpolated)")
+    measured = costs.curve()
+    ax.plot([b for b, _, _ in measured], [s for _, _, s in measured], "o", label="measured sizes")
+    ax.plot(sizes, sizes, "--", color="grey", linewidth=1, label="linear (b decode steps)")
+    ax.set_xlabel("tokens in one target pass")
+    ax.set_ylabel("cost, in decode steps")
+    ax.set_title(f"one decode step: {costs.step_seconds() * 1e3:.1f} ms")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def plot(rows: list[Row], rec: dict, path: Path) -> Path:
+    plt = _pyplot(path)
     scenarios = [s for s in dict.fromkeys(r.scenario for r in rows) if s != "overall"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
 
@@ -41,7 +66,7 @@ def plot(rows: list[Row], rec: dict, path: Path) -> Path:
     lines: dict[str, list] = {}
     for r in overall:
         c = r.config
-        key = "n-gram" if c.method == "ngram" else f"p-min {c.p_min:g}" + ("" if c.verify == "auto" else f", {c.verify}")
+        key = "auto" if c.method == "auto" else "n-gram" if c.method == "ngram" else f"p-min {c.p_min:g}" + ("" if c.verify == "auto" else f", {c.verify}")
         lines.setdefault(key, []).append((c.draft_max, r.speedup))
     for key, pts in sorted(lines.items()):
         pts.sort()

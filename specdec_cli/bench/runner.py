@@ -28,13 +28,15 @@ class Config:
     use_draft: bool
     draft_max: int = 0
     p_min: float = 0.0
-    method: str = "draft"  # draft | eagle3 | dflash | dspark | ngram (when use_draft)
+    method: str = "draft"  # draft | eagle3 | dflash | dspark | ngram | auto (when use_draft)
     verify: str = "auto"
 
     @property
     def label(self) -> str:
         if not self.use_draft:
             return "no draft"
+        if self.method == "auto":
+            return "auto"
         if self.method == "ngram":
             return f"ngram, draft-max {self.draft_max}"
         tail = "" if self.verify == "auto" else f", {self.verify}"
@@ -55,14 +57,21 @@ def grid(
     *,
     verify: list[str] = ("auto",),
     ngram: bool = True,
-    method: str = "draft",
+    method: str | None = "draft",
+    auto: bool = True,
 ) -> list[Config]:
-    """The target alone, n-gram lookup at each draft length, then every setting of the loaded
-    draft (``method``: a classic draft model, or an eagle3/dflash/dspark head)."""
+    """The target alone, auto (``run``'s default), n-gram lookup at each draft length, then
+    every setting of the loaded draft (``method``: a classic draft model, an eagle3/dflash/dspark
+    head, or None when there is no draft)."""
+    from ..engine.runner import AUTO_DRAFT_MAX
+
     configs = [BASELINE]
+    if auto:
+        configs.append(Config(True, AUTO_DRAFT_MAX, 0.0, "auto"))
     if ngram:
         configs += [Config(True, n, 0.0, "ngram") for n in draft_max]
-    configs += [Config(True, n, p, method, v) for n in draft_max for p in p_min for v in verify]
+    if method is not None:
+        configs += [Config(True, n, p, method, v) for n in draft_max for p in p_min for v in verify]
     return configs
 
 

@@ -10,6 +10,7 @@ from ..prompts import PromptItem, read_batch
 
 # The article's use cases, in the order reports show them.
 SCENARIOS = {
+    "edit": "copy-heavy edits of a long input: whole files, tables, documents, JSON/YAML",
     "documents": "batch document processing: long transformations of a given text",
     "code": "code generation",
     "agent": "agent loops and tool scripts",
