@@ -109,7 +109,7 @@ def run_request(req: RunRequest) -> int:
     if use_auto:
         sel.method = "auto"
         if req.draft_max is None:
-            draft_opts.draft_max, sources["draft_max"] = AUTO_DRAFT_MAX, "auto"
+            draft_opts.draft_max, sources["draft_max"] = AUTO_DRAFT_MAX, sources.get("auto", "auto")
     est = check_memory(sel, draft_opts.draft_max, req, force=req.force, quiet=req.quiet)
     engine_opts = engine_options(req, est)
     if not req.quiet:
@@ -225,6 +225,8 @@ def draft_settings(sel, draft_max=None, draft_min=None, p_min=None):
             sources["draft"] = "bench"
         elif tuned.method == "ngram":
             sources["method"] = "bench"
+        elif tuned.method == "auto":
+            sources["auto"] = "bench"
     return DraftOptions(**values), sources
 
 

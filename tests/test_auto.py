@@ -295,3 +295,32 @@ def test_auto_at_temperature_samples_the_target_with_mixed_proposals(tiny_target
         assert p >= 0.001, f"chi2={stat:.1f} df={df} p={p:.3g}"
     finally:
         eng.close()
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+def test_run_defaults_to_auto_and_reports_the_split(tiny_pair_dir):
+    from test_cli import EXACT as CLI_EXACT, specdec
+
+    target = next(tiny_pair_dir.glob("tiny-target*.gguf"))
+    proc = specdec("run", "-t", target, "-n", "24", "--json", *CLI_EXACT, "a b c d a b c d a b c")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["method"] == "auto" and out["draft_max"] == 32
+    assert "auto: n-gram lookup and draft" in proc.stderr and "chosen per step" in proc.stderr
+    assert "auto: " in proc.stderr.splitlines()[-1]  # the summary says how the passes were split
+    assert set(out["steps_by_drafter"]) <= {"ngram", "draft", "none"}
+    assert sum(out["steps_by_drafter"].values()) == out["n_target_passes"]
+    assert sum(out["draft_lengths"].values()) == out["n_target_passes"]
+    assert out["cost_model"]["pass_ms"]["1"] > 0
+    plain = json.loads(specdec("run", "-t", target, "-n", "24", "--json", *CLI_EXACT, "--no-draft",
+                               "a b c d a b c d a b c").stdout)
+    assert plain["tokens"] == out["tokens"] and plain["method"] is None
+
+
+def test_run_method_auto_explicit_and_bogus(tiny_target):
+    from test_cli import EXACT as CLI_EXACT, specdec
+
+    ok = specdec("run", "-t", tiny_target, "-n", "8", *CLI_EXACT, "--method", "auto", "hello")
+    assert ok.returncode == 0, ok.stderr
+    bad = specdec("run", "-t", tiny_target, "-n", "8", "--method", "bogus", "hello")
+    assert bad.returncode == 2 and "auto" in bad.stderr

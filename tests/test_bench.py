@@ -76,8 +76,9 @@ def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "recommended for every scenario" in proc.stdout and "no draft" in proc.stdout
     data = json.loads(out.read_text())
-    assert len(data["samples"]) == 2 * 2 * 5  # prompts x repeats x (baseline + 2 n-gram + 2 draft settings)
-    assert {s["config"]["method"] for s in data["samples"]} == {None, "ngram", "draft"}
+    assert len(data["samples"]) == 2 * 2 * 6  # prompts x repeats x (baseline + auto + 2 n-gram + 2 draft settings)
+    assert {s["config"]["method"] for s in data["samples"]} == {None, "auto", "ngram", "draft"}
+    assert data["cost_model"]["pass_ms"]["1"] > 0
     assert {r["scenario"] for r in data["rows"]} == {"custom", "overall"}
     assert 0 <= data["python_overhead_fraction_median"] < 1
     for s in data["samples"]:
@@ -96,11 +97,17 @@ def test_bench_bad_grid(tiny_target, tiny_draft):
     assert_one_line_error(proc, 2, "--draft-max")
 
 
-def test_bench_needs_a_draft(tiny_target, tmp_path):
+def test_bench_without_a_draft_measures_auto_and_ngram(tiny_target, tmp_path):
     lonely = tmp_path / "alone.gguf"
     lonely.write_bytes(tiny_target.read_bytes())
-    proc = specdec("bench", "-t", lonely, "--scenarios", "qa", "--repeats", "1")
-    assert_one_line_error(proc, 2, "draft")
+    out = tmp_path / "b.json"
+    proc = specdec("bench", "-t", lonely, "--scenarios", "qa", "--repeats", "1", "--max-tokens", "8",
+                   "--json", out, "--save")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert {s["config"]["method"] for s in data["samples"]} == {None, "auto", "ngram"}
+    assert "target pass cost by batch size" in proc.stdout
+    assert "nothing to save" in proc.stderr
 
 
 def test_plot_draws_both_panels(tmp_path):

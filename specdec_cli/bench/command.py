@@ -88,7 +88,9 @@ def run_bench_request(req: BenchRequest) -> int:
         check_verify_mode(v)
     if req.temp <= 0 and verify != ["auto"]:
         raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
-    configs = grid(draft_max, p_min, verify=verify, method=sel.method if sel.draft else None)
+    # auto is run's default for a draft model or none; a draft head runs as itself
+    configs = grid(draft_max, p_min, verify=verify, method=sel.method if sel.draft else None,
+                   auto=sel.method in (None, "draft"))
     n_runs = sum(len(v) for v in scenarios.values()) * req.repeats * len(configs)
     console.note(
         f"bench: {sel.target.name} with {sel.draft.name if sel.draft else 'no draft model'}; "
