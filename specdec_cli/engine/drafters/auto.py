@@ -29,6 +29,7 @@ from .base import Drafter
 from .model import ModelDrafter
 from .suffix import ORDERS, SuffixIndex
 
+STOP_WALK = 0.02  # the index stops proposing once the whole prefix is this unlikely to be kept
 MODEL_POSITION_PRIOR = 0.6  # acceptance assumed for a draft model's positions before any verify
 
 
@@ -74,10 +75,24 @@ class AutoDrafter(Drafter):
     def propose(self, history: list[int], n_max: int) -> Proposal:
         costs = self.costs
         t0 = time.perf_counter()
-        toks, shares, orders = self.index.propose(history, n_max)
-        buckets = [(ORDERS.index(n), confidence_bucket(s)) for s, n in zip(shares, orders)]
-        priors = [_ngram_prior(s, n) for s, n in zip(shares, orders)]
-        acc = [self._ngram_cal.estimate(b, p) for b, p in zip(buckets, priors)]
+        buckets: list[tuple] = []
+        priors: list[float] = []
+        acc: list[float] = []
+        run = [1.0]
+
+        def keep(share: float, order: int) -> bool:
+            """Walk on while the chance that the whole prefix is kept still matters."""
+            b, p = (ORDERS.index(order), confidence_bucket(share)), _ngram_prior(share, order)
+            a = self._ngram_cal.estimate(b, p)
+            run[0] *= a
+            if run[0] < STOP_WALK:
+                return False
+            buckets.append(b)
+            priors.append(p)
+            acc.append(a)
+            return True
+
+        toks, _shares, _orders = self.index.propose(history, n_max, keep)
         ng = best_length(acc, costs, costs.draft_seconds("ngram"))
         costs.observe_draft("ngram", max(1, ng.k), time.perf_counter() - t0)
         best_rate = ng.rate

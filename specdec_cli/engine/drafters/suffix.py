@@ -110,8 +110,11 @@ class SuffixIndex:
                 return row[1], row[2] / row[3], n
         return None
 
-    def propose(self, history: list[int], n_max: int) -> tuple[list[int], list[float], list[int]]:
-        """Up to ``n_max`` tokens to follow ``history``, each with its share and context length."""
+    def propose(self, history: list[int], n_max: int, keep=None) -> tuple[list[int], list[float], list[int]]:
+        """Up to ``n_max`` tokens to follow ``history``, each with its share and context length.
+
+        ``keep(share, order) -> bool``, when given, is asked before each further token: a
+        caller that knows the rest cannot pay stops the walk early."""
         self.extend(history)
         ctx = history[-ORDERS[0] :]
         toks: list[int] = []
@@ -122,6 +125,8 @@ class SuffixIndex:
             if hit is None:
                 break
             tok, share, n = hit
+            if keep is not None and not keep(share, n):
+                break
             toks.append(tok)
             shares.append(share)
             orders.append(n)
