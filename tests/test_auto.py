@@ -324,3 +324,22 @@ def test_run_method_auto_explicit_and_bogus(tiny_target):
     assert ok.returncode == 0, ok.stderr
     bad = specdec("run", "-t", tiny_target, "-n", "8", "--method", "bogus", "hello")
     assert bad.returncode == 2 and "auto" in bad.stderr
+
+
+def test_demo_explains_from_the_measured_costs():
+    from specdec_cli.demo import explain
+
+    cpu = explain(cpu_like())
+    assert "3.6 steps" in cpu and "cannot pay" in cpu and "0.63 steps" in cpu
+    gpu = explain(gpu_like())
+    assert "pays when most of its tokens are kept" in gpu
+
+
+def test_calibrator_follows_a_change_of_workload():
+    cal = Calibrator()
+    b = [("x",)]
+    for _ in range(2000):
+        cal.observe(b, [0.9], 1)  # a long stretch where everything was kept
+    for _ in range(40):
+        cal.observe(b, [0.9], 0)  # then the workload changes: rejected every time
+    assert cal.estimate(("x",), 0.9) < 0.5

@@ -52,10 +52,14 @@ class Calibrator:
     """Acceptance by bucket of a drafter's own signal, learned from what the target kept.
 
     Each bucket starts from a prior (its signal's face value, worth ``PRIOR_WEIGHT``
-    observations) and moves to the observed frequency as verifies come in.
+    observations) and moves to the observed frequency as verifies come in. Old observations
+    fade (``DECAY`` per new one in the same bucket, a memory of about 30), so a bucket
+    follows the workload when it changes: a run that copied code well and then converts a
+    table must not keep drafting on the code's record.
     """
 
     PRIOR_WEIGHT = 4.0
+    DECAY = 0.97
 
     def __init__(self):
         self._cells: dict[tuple, list[float]] = {}  # bucket -> [kept, seen]
@@ -73,8 +77,8 @@ class Calibrator:
             if i > n_accepted:
                 break
             cell = self._cells.setdefault(bucket, [0.0, 0.0])
-            cell[0] += 1.0 if i < n_accepted else 0.0
-            cell[1] += 1.0
+            cell[0] = cell[0] * self.DECAY + (1.0 if i < n_accepted else 0.0)
+            cell[1] = cell[1] * self.DECAY + 1.0
 
     def best(self, prior: float) -> float:
         """The most optimistic calibrated acceptance: whether a drafter could pay at all."""
