@@ -15,10 +15,13 @@ from specdec_cli.errors import UsageError
 
 def test_every_use_case_ships_at_least_six_prompts():
     sets = load_scenarios()
-    assert set(sets) == set(SCENARIOS) == {"documents", "code", "agent", "json", "qa", "creative"}
+    assert set(sets) == set(SCENARIOS) == {"edit", "documents", "code", "agent", "json", "qa", "creative"}
     for name, items in sets.items():
         assert len(items) >= 6, name
         assert all(item.messages for item in items)
+    # the copy-heavy edits: at least 8 prompts, each with a long input to copy from
+    assert len(sets["edit"]) >= 8
+    assert all(len(item.messages[0]["content"]) >= 2000 for item in sets["edit"])
 
 
 def test_unknown_scenario_is_a_usage_error():
