@@ -309,7 +309,7 @@ def export_cmd(
 def demo(
     max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens to generate in each run."),
 ) -> None:
-    """Fetch a small real pair (once) and show speculation off, then on, on a code prompt."""
+    """Fetch a small real pair (once) and measure the target alone, the draft model and auto, on new code and on an edit."""
     from .demo import run_demo
 
     raise typer.Exit(run_demo(max_tokens=max_tokens))

@@ -102,3 +102,11 @@ def test_host_memory_estimate_within_ten_percent(real_target, real_draft, n_ctx)
     est = plan(read_gguf(real_target), read_gguf(real_draft), n_ctx=n_ctx, draft_max=4)
     estimated = est.used("CPU")
     assert abs(estimated - measured) / measured < 0.10, (estimated, measured)
+
+
+def test_real_demo_runs_both_cases_and_explains(real_target, real_draft):
+    proc = subprocess.run([sys.executable, "-m", "specdec_cli", "demo", "-n", "8"], capture_output=True, text=True,
+                          env={**os.environ, "NO_COLOR": "1"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "writing new code:" in proc.stderr and "editing a given file:" in proc.stderr
+    assert "one decode step takes" in proc.stderr and "auto" in proc.stderr
