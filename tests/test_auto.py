@@ -13,7 +13,7 @@ from specdec_cli.engine.drafters.suffix import SuffixIndex
 from specdec_cli.engine.policy import Calibrator, best_length, extension_pays
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.verify import SamplingParams
-from test_exact_sampling import EOG, MIN_EXPECTED, chi_square
+from test_exact_sampling import EOG, chi_square
 
 EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
 STEP = 0.0385  # one decode step of the 1.5B target on 2 CPU cores, seconds
@@ -249,7 +249,7 @@ def test_auto_at_temperature_samples_the_target_with_mixed_proposals(tiny_target
     The prompt ends in a long repeat, so the first pass takes the index's proposal; when the
     target rejects it, the next pass is the draft model's sampled proposal (GPU-like costs).
     The first two tokens must follow the target's own law either way."""
-    from test_exact_sampling import SAMPLING, Sampler
+    from test_exact_sampling import SAMPLING, target_laws
     from tiny_models import TARGET_SHAPE, write_llama_gguf
 
     close = write_llama_gguf(tmp_path / "tiny-close-draft-f32.gguf", **TARGET_SHAPE, seed=1, output_scale=6.0,
@@ -259,28 +259,8 @@ def test_auto_at_temperature_samples_the_target_with_mixed_proposals(tiny_target
     try:
         eng.set_costs(gpu_like(0.02))
         prompt = eng.tokenize_prompt("one two three four five six seven one two three four five six")
-        sampler = Sampler(SamplingParams(**SAMPLING))
-        ctx, model = eng.target_ctx, eng.target_model
-
-        def law(tokens):
-            ctx.kv_clear()
-            ctx.decode(tokens, 0, outputs="last")
-            ids, probs = sampler.distribution(ctx.logits(-1))
-            out: dict = {}
-            for t, p in zip(ids.tolist(), probs.tolist()):
-                key = EOG if model.is_eog(t) else t
-                out[key] = out.get(key, 0.0) + p
-            return out
-
         n = 1500
-        first = law(prompt)
-        pairs = {}
-        for t1, p1 in first.items():
-            if t1 == EOG:
-                pairs[(EOG,)] = p1
-            elif p1 * n >= MIN_EXPECTED:
-                for t2, p2 in law(prompt + [t1]).items():
-                    pairs[(t1, t2)] = p1 * p2
+        _first, pairs = target_laws(eng, prompt, n)
         seen: Counter = Counter()
         mixed = 0
         for seed in range(n):

@@ -157,14 +157,12 @@ def far_engine(tiny_target, tiny_draft):
     eng.close()
 
 
-@pytest.fixture(scope="module")
-def target_law(close_engine):
-    """The target-only law of the first token and of the first two, from the target's logits."""
-    eng = close_engine
+def target_laws(eng: Engine, prompt: list[int], n_seeds: int = N_SEEDS) -> tuple[dict, dict]:
+    """The target-only law of the first token and of the first two after ``prompt``, from the
+    target's logits (EOG-labelled; pairs only for first tokens likely enough to be tested)."""
     model = eng.target_model
     sampler = Sampler(SamplingParams(**SAMPLING))
     ctx: Context = eng.target_ctx
-    prompt = eng.tokenize_prompt(PROMPT)
 
     def next_dist(tokens: list[int]) -> dict:
         ctx.kv_clear()
@@ -181,9 +179,17 @@ def target_law(close_engine):
     for t1, p1 in first.items():
         if t1 == EOG:
             pairs[(EOG,)] = p1
-        elif p1 * N_SEEDS >= MIN_EXPECTED:  # rarer t1s fall in the pooled bin anyway
+        elif p1 * n_seeds >= MIN_EXPECTED:  # rarer t1s fall in the pooled bin anyway
             for t2, p2 in next_dist(prompt + [t1]).items():
                 pairs[(t1, t2)] = p1 * p2
+    return first, pairs
+
+
+@pytest.fixture(scope="module")
+def target_law(close_engine):
+    """The target-only law of the first token and of the first two, from the target's logits."""
+    prompt = close_engine.tokenize_prompt(PROMPT)
+    first, pairs = target_laws(close_engine, prompt)
     return prompt, first, pairs
 
 

@@ -126,7 +126,7 @@ class Session:
                     self.drafter.process(batch, n_past)
                     self.drafter.accept(n_kept)
                 st.steps.append((len(draft), n_kept))
-                st.record_step(getattr(drafter, "last_source", drafter.method) if draft else "none", len(draft))
+                st.record_step(drafter.last_source if draft else "none", len(draft))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
                 if n_kept < len(draft):

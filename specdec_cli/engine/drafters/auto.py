@@ -49,7 +49,7 @@ class AutoDrafter(Drafter):
         self.reset()
         self._model_live = False
         self._pending: tuple[str, list, list] = ("none", [], [])
-        self.last_source = "none"
+        self._last_source = "none"
 
     def reset(self) -> None:
         """Forget the acceptance learned so far (it is otherwise kept across generations)."""
@@ -103,8 +103,12 @@ class AutoDrafter(Drafter):
             choice = self._draft_with_model(history, n_max) or choice
         source, proposal, b, p = choice
         self._pending = (source, b, p)
-        self.last_source = source if proposal.tokens else "none"
+        self._last_source = source if proposal.tokens else "none"
         return proposal
+
+    @property
+    def last_source(self) -> str:
+        return self._last_source
 
     def accept(self, n_accepted: int) -> None:
         source, buckets, priors = self._pending

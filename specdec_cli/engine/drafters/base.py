@@ -55,6 +55,11 @@ class Drafter(ABC):
     #: False for drafters that always propose greedily (a point mass per token).
     sampled_proposals: bool = False
 
+    @property
+    def last_source(self) -> str:
+        """Which proposer made the last proposal, for the per-drafter step counts (auto has several)."""
+        return self.method
+
     def begin(self, prompt: list[int], sampler: Sampler | None = None) -> None:  # noqa: B027
         """A new generation starts from ``prompt``.
 
