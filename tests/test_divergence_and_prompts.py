@@ -86,3 +86,18 @@ def test_batch_file_forms_and_errors(tmp_path):
     f.write_text('{"messages": "hi"}\n')
     with pytest.raises(UsageError, match="messages"):
         read_batch(f)
+
+
+def test_blank_prompts_and_bad_batch_lines_are_reported_with_their_source(tmp_path):
+    # a whitespace-only prompt is empty from every source, and a blank JSON prompt is a bad line
+    with pytest.raises(UsageError, match="the prompt is empty"):
+        read_prompt("  \n ", None, FakeStdin("", False))
+    with pytest.raises(UsageError, match="the prompt is empty"):
+        read_prompt(None, None, FakeStdin(" \t\n", False))
+    f = tmp_path / "b.jsonl"
+    f.write_text('{"prompt": "ok"}\n{"prompt": " "}\n{"prompt": 3}\n')
+    with pytest.raises(UsageError, match=r"2 bad lines: .*b\.jsonl:2: the prompt is empty; .*b\.jsonl:3: needs"):
+        read_batch(f)
+    # undecodable bytes that reach a text stdin (as surrogate escapes) are refused, not passed on
+    with pytest.raises(UsageError, match=r"stdin is not UTF-8 text \(first bad byte at offset 0\)"):
+        read_prompt(None, None, FakeStdin("\udcff\udcfe hi", False))

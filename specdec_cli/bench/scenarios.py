@@ -23,7 +23,7 @@ SCENARIOS = {
 def load_scenarios(names: list[str] | None = None, prompts_file: Path | None = None) -> dict[str, list[PromptItem]]:
     """The chosen shipped scenarios, or a user's JSONL file as the scenario ``custom``."""
     if prompts_file is not None:
-        return {"custom": read_batch(prompts_file)}
+        return {"custom": read_batch(prompts_file, flag="--prompts")}
     chosen = names or list(SCENARIOS)
     unknown = [n for n in chosen if n not in SCENARIOS]
     if unknown:
@@ -35,5 +35,5 @@ def load_scenarios(names: list[str] | None = None, prompts_file: Path | None = N
     out = {}
     for name in chosen:
         with resources.as_file(folder / f"{name}.jsonl") as path:
-            out[name] = read_batch(Path(path))
+            out[name] = read_batch(Path(path), flag=None)
     return out
