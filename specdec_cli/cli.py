@@ -8,6 +8,7 @@ Conventions every command follows: stdout carries only the generated text (or JS
 
 from __future__ import annotations
 
+import functools
 import sys
 from enum import Enum
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Optional
 
 import typer
 
-from . import console
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, SpecdecError
+from . import console, interrupts
+from .errors import EXIT_USAGE, SpecdecError
 
 app = typer.Typer(
     name="specdec",
@@ -39,10 +40,34 @@ RegistryOpt = typer.Option(None, "--registry", help="Extra pairs.toml to merge o
 JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
 
 
+class _Escaped(Exception):
+    """A signal that ended a command: carried past typer, which would turn it into a silent 130."""
+
+    def __init__(self, interrupt: KeyboardInterrupt):
+        super().__init__()
+        self.interrupt = interrupt
+
+
+def command(*args, **kwargs):
+    """``app.command``, with a signal that ends the command reported as one line and 128+signal."""
+
+    def register(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            try:
+                return fn(*a, **k)
+            except KeyboardInterrupt as exc:
+                raise _Escaped(exc) from None
+
+        return app.command(*args, **kwargs)(wrapper)
+
+    return register
+
+
 # --- registry and metadata ------------------------------------------------------------------
 
 
-@app.command()
+@command()
 def pairs(
     method: Optional[str] = typer.Option(None, "--method", help="Only this method: draft, eagle3, dflash, dspark, ngram."),
     target: Optional[str] = typer.Option(None, "--target", help="Only entries whose target matches this text."),
@@ -60,7 +85,7 @@ def pairs(
         pairs_table(entries)
 
 
-@app.command()
+@command()
 def inspect(
     file: Path = typer.Argument(..., help="A GGUF file."),
     as_json: bool = JsonOpt,
@@ -76,7 +101,7 @@ def inspect(
         info_table(info)
 
 
-@app.command()
+@command()
 def check(
     target: Path = typer.Option(..., "--target", "-t", help="Target GGUF."),
     draft: Path = typer.Option(..., "--draft", "-d", help="Draft GGUF."),
@@ -99,7 +124,7 @@ def check(
 # --- models on this machine ------------------------------------------------------------------
 
 
-@app.command()
+@command()
 def pull(
     what: str = typer.Argument(..., help="A registry pair name, or a model reference: hf://org/repo/file.gguf, org/repo:Q4_K_M."),
     quant: Optional[str] = QuantOpt,
@@ -124,7 +149,7 @@ def pull(
             console.write_text(f"{path}\n")
 
 
-@app.command()
+@command()
 def models(
     dirs: list[Path] = typer.Option([], "--dir", help="Also look in this folder (repeatable; SPECDEC_MODEL_DIRS too)."),
     as_json: bool = JsonOpt,
@@ -145,7 +170,7 @@ def models(
 # --- generation -----------------------------------------------------------------------------
 
 
-@app.command()
+@command()
 def run(
     prompt: Optional[str] = typer.Argument(None, help="The prompt. Or use -f FILE, or pipe it on stdin."),
     file: Optional[Path] = typer.Option(None, "-f", "--file", help="Read the prompt from FILE."),
@@ -196,7 +221,7 @@ def run(
     raise typer.Exit(code)
 
 
-@app.command()
+@command()
 def budget(
     target: Path = typer.Option(..., "--target", "-t", help="Target GGUF."),
     draft: Optional[Path] = typer.Option(None, "--draft", "-d", help="Draft GGUF."),
@@ -232,7 +257,7 @@ def budget(
     raise typer.Exit(0 if est.fits else 1)
 
 
-@app.command()
+@command()
 def bench(
     pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name."),
     target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path."),
@@ -271,7 +296,7 @@ def bench(
     raise typer.Exit(run_bench_request(req))
 
 
-@app.command("export")
+@command("export")
 def export_cmd(
     to: str = typer.Option(..., "--to", help="llama-server, vllm or sglang."),
     pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name."),
@@ -305,7 +330,7 @@ def export_cmd(
         console.note(f"note: {n}")
 
 
-@app.command()
+@command()
 def demo(
     max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens to generate in each run."),
 ) -> None:
@@ -330,34 +355,37 @@ _ClickException = _click_class("ClickException")
 def main(argv: list[str] | None = None) -> int:
     """Run the app, turning every foreseen failure into one line on stderr and an exit code."""
     args = sys.argv[1:] if argv is None else argv
-    try:
+    with interrupts.handled(), console.guarded_stdout():
         try:
-            code = app(args=args, prog_name="specdec", standalone_mode=False)
-            return code if isinstance(code, int) else 0  # typer.Exit(n) comes back as n here
-        except typer.Exit as exc:
-            return exc.exit_code
-        except typer.Abort:
-            console.error_line("interrupted")
-            return EXIT_INTERRUPTED
-        except _ClickUsageError as exc:
-            cmd = exc.ctx.command_path if exc.ctx else "specdec"
-            console.error_line(f"{exc.format_message()} (see `{cmd} --help`)")
-            return EXIT_USAGE
-        except _ClickException as exc:
-            console.error_line(exc.format_message())
-            return exc.exit_code
-        except SpecdecError as exc:
-            console.error_line(exc.one_line())
-            return exc.exit_code
-        except KeyboardInterrupt:
-            console.error_line("interrupted")
-            return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # the reader went away (`specdec run ... | head`): not an error worth a traceback
-        try:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - silence the flush at exit
-        except OSError:
-            pass
-        return 0
-    return 0
+            return _run_app(args)
+        except BrokenPipeError:
+            # the reader went away (`specdec run ... | head`): not an error worth a traceback
+            console.silence_stdout()
+            return 0
 
+
+def _run_app(args: list[str]) -> int:
+    try:
+        code = app(args=args, prog_name="specdec", standalone_mode=False)
+        return code if isinstance(code, int) else 0  # typer.Exit(n) comes back as n here
+    except typer.Exit as exc:
+        return exc.exit_code
+    except _Escaped as exc:
+        console.error_line("interrupted")
+        return interrupts.exit_code(exc.interrupt)
+    except typer.Abort:  # click's form of an end of input or a signal while it parsed
+        console.error_line("interrupted")
+        return interrupts.exit_code()
+    except _ClickUsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "specdec"
+        console.error_line(f"{exc.format_message()} (see `{cmd} --help`)")
+        return EXIT_USAGE
+    except _ClickException as exc:
+        console.error_line(exc.format_message())
+        return exc.exit_code
+    except SpecdecError as exc:
+        console.error_line(exc.one_line())
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        console.error_line("interrupted")
+        return interrupts.exit_code(exc)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from . import console
-from .errors import EXIT_INTERRUPTED, EXIT_OK
+from . import console, interrupts
+from .errors import EXIT_OK
 
 DEMO_PROMPT = "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring."
 EDIT_SOURCE = '''def parse_rows(text, sep=","):
@@ -89,7 +89,7 @@ def run_demo(max_tokens: int = 128) -> int:
                 console.write_text("\n")
                 console.note(result.stats.summary())
                 if result.interrupted:
-                    return EXIT_INTERRUPTED
+                    return interrupts.exit_code()
                 speeds[label] = result.stats.tokens_per_second or 0.0
             base = speeds["target alone"] or 1.0
             summary.append(f"{case}: " + ", ".join(f"{k} {v:.1f} tok/s ({v / base:.2f}x)" for k, v in speeds.items()))

@@ -26,8 +26,10 @@ class SpecdecError(Exception):
             self.exit_code = exit_code
 
     def one_line(self) -> str:
-        msg = str(self).rstrip(".")
-        return f"{msg}. {self.hint}" if self.hint else f"{msg}."
+        """Message and hint as one line, whatever line breaks a wrapped library error brought."""
+        msg = " ".join(str(self).split()).rstrip(".")
+        hint = " ".join(self.hint.split()) if self.hint else ""
+        return f"{msg}. {hint}" if hint else f"{msg}."
 
 
 class UsageError(SpecdecError):
@@ -38,5 +40,11 @@ class UsageError(SpecdecError):
 
 class IncompatibleError(SpecdecError):
     """Target and draft cannot be paired (vocabulary, base model, method)."""
+
+    exit_code = EXIT_FAILURE
+
+
+class OutputError(SpecdecError):
+    """A result could not be written (stdout on a full disk, an unwritable --json path)."""
 
     exit_code = EXIT_FAILURE

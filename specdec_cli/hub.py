@@ -37,6 +37,7 @@ What this module adds over a bare ``hf_hub_download``:
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -105,6 +106,12 @@ class OfflineError(SpecdecError):
 
 class DownloadDeclined(SpecdecError):
     """The ``confirm`` callback said no: nothing was downloaded."""
+
+
+def decline(files) -> bool:  # noqa: ARG001 - a confirm callback
+    """The answer of a run that cannot ask (a script without --yes): no, known before the Hub is
+    asked anything, so a missing file is reported without listing repos over the network."""
+    return False
 
 
 class DraftNotGGUFError(SpecdecError):
@@ -454,6 +461,11 @@ def _hub_errors(repo: str, *, filename: str | None = None, revision: str | None 
 
     endpoint = hub_endpoint()
     what = f"{repo}/{filename}" if filename else repo
+    # huggingface_hub logs each failed attempt and each retry as a warning of its own; the error
+    # this ends in says it in one line, so those stay unprinted while the call runs
+    hf_log = logging.getLogger("huggingface_hub")
+    level = hf_log.level
+    hf_log.setLevel(logging.ERROR)
     try:
         yield
     except SpecdecError:
@@ -508,6 +520,8 @@ def _hub_errors(repo: str, *, filename: str | None = None, revision: str | None 
             f"downloading {what} failed: {_short(exc)}",
             hint="run the same command again: the download continues where it stopped",
         ) from None
+    finally:
+        hf_log.setLevel(level)
 
 
 # --------------------------------------------------------------------------- listing
@@ -988,6 +1002,8 @@ def ensure_ref(
         return found
     if is_offline():
         raise OfflineError(str(ref), [_missing_name(ref)], ref.pull_command)
+    if confirm is decline:
+        raise DownloadDeclined(f"{ref} is not downloaded", hint=f"run `{ref.pull_command}`, or pass --yes to fetch it")
     if confirm is not None:
         plan = plan_ref(ref, token=token)
         if not confirm([plan]):
@@ -1040,13 +1056,14 @@ def pair_files(
     *,
     roles: Collection[str] = ("target", "draft"),
     token: str | None = None,
+    listing: bool = True,
 ) -> list[PlannedFile]:
     """What ``specdec pull NAME`` needs for a registry pair, target first then draft.
 
     Local files (``*_path``, or the HF cache as ``registry.resolve_local`` finds them, with every
     shard present) come back ``cached=True`` without any network access. For the rest the repos
     are listed (network) to find the exact files and sizes: ``target_repos`` in order, the first
-    that has the quant wins. Under HF_HUB_OFFLINE nothing is listed: a missing file is planned
+    that has the quant wins. Under HF_HUB_OFFLINE (or ``listing=False``) nothing is listed: a missing file is planned
     under its registry name (``org/repo/pattern``) with no size.
 
     Raises UsageError for a quant no target repo has (listing the quants they have), a
@@ -1058,9 +1075,9 @@ def pair_files(
     q = quant or entry.target_quant or "*"
     plan: list[PlannedFile] = []
     if "target" in roles:
-        plan.append(_plan_target(entry, q, local.target, token=token))
+        plan.append(_plan_target(entry, q, local.target, token=token, listing=listing))
     if "draft" in roles and entry.method != "ngram":
-        plan.append(_plan_draft(entry, local.draft, token=token))
+        plan.append(_plan_draft(entry, local.draft, token=token, listing=listing))
     return plan
 
 
@@ -1074,7 +1091,7 @@ def _local_file(entry: PairEntry, role: str, value: str) -> PlannedFile:
     return PlannedFile(role, None, (str(path),), None, path.stat().st_size, True, path)
 
 
-def _plan_target(entry: PairEntry, q: str, local: Path | None, *, token) -> PlannedFile:
+def _plan_target(entry: PairEntry, q: str, local: Path | None, *, token, listing: bool) -> PlannedFile:
     if entry.target_path:
         return _local_file(entry, "target", entry.target_path)
     if not (entry.target_repos and entry.target_file):
@@ -1087,7 +1104,7 @@ def _plan_target(entry: PairEntry, q: str, local: Path | None, *, token) -> Plan
         planned = _cached_plan("target", local)
         if planned:
             return planned
-    if is_offline():
+    if not listing or is_offline():
         return PlannedFile("target", entry.target_repos[0], (pattern,))
     seen: list[str] = []
     for repo in entry.target_repos:
@@ -1107,7 +1124,7 @@ def _plan_target(entry: PairEntry, q: str, local: Path | None, *, token) -> Plan
     )
 
 
-def _plan_draft(entry: PairEntry, local: Path | None, *, token) -> PlannedFile:
+def _plan_draft(entry: PairEntry, local: Path | None, *, token, listing: bool) -> PlannedFile:
     if entry.draft_path:
         return _local_file(entry, "draft", entry.draft_path)
     repo = entry.draft_repo
@@ -1116,7 +1133,7 @@ def _plan_draft(entry: PairEntry, local: Path | None, *, token) -> PlannedFile:
         planned = _cached_plan("draft", local)
         if planned:
             return planned
-    if is_offline():
+    if not listing or is_offline():
         return PlannedFile("draft", repo, (entry.draft_file,))
     listing = list_repo_files(repo, None, token)
     paths = [f.path for f in listing]
@@ -1161,7 +1178,7 @@ def pull(
     False raises DownloadDeclined and nothing is fetched), then the files are downloaded, target
     first. ``roles`` limits the pull (e.g. ``("draft",)`` when ``run`` was given ``--target``).
     """
-    plan = pair_files(entry, quant, roles=roles, token=token)
+    plan = pair_files(entry, quant, roles=roles, token=token, listing=confirm is not decline)
     missing = [p for p in plan if not p.cached]
     if missing and is_offline():
         raise OfflineError(
@@ -1170,8 +1187,9 @@ def pull(
             _entry_pull_command(entry, quant),
         )
     if missing and confirm is not None and not confirm(missing):
+        names = ", ".join(f"{p.repo}/{p.files[0]}" for p in missing)
         raise DownloadDeclined(
-            f"pair '{entry.name}' is not on this machine and was not downloaded",
+            f"pair '{entry.name}' is not on this machine ({names}) and was not downloaded",
             hint=f"run `{_entry_pull_command(entry, quant)}`, or pass --yes to download without asking",
         )
     paths: dict[str, Path | None] = {"target": None, "draft": None}

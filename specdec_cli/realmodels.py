@@ -106,9 +106,9 @@ def cache_dir() -> Path:
     explicit = os.environ.get("SPECDEC_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "specdec" / "models"
+    from specdec_cli.paths import cache_home
+
+    return cache_home() / "models"
 
 
 def ensure_model(key: str, *, progress: bool = True, downloader: Downloader | None = None) -> Path:

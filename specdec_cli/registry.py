@@ -141,9 +141,9 @@ def builtin_registry_path() -> Path:
 
 def user_registry_path() -> Path:
     """``$XDG_CONFIG_HOME/specdec/pairs.toml``, by default ``~/.config/specdec/pairs.toml``."""
-    base = os.environ.get("XDG_CONFIG_HOME", "").strip()
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
-    return root / "specdec" / "pairs.toml"
+    from .paths import config_home
+
+    return config_home() / "pairs.toml"
 
 
 def _display(path: Path | str) -> str:
@@ -175,6 +175,11 @@ def load_registry(extra: str | Path | None = None) -> Registry:
         files.append(user)
     if extra is not None:
         extra_path = Path(extra).expanduser()
+        if extra_path.is_dir():
+            raise UsageError(
+                f"--registry {_display(extra_path)} is a directory",
+                hint=f"pass the pairs.toml file itself, e.g. --registry {_display(extra_path / 'pairs.toml')}",
+            )
         if not extra_path.is_file():
             raise UsageError(
                 f"registry file {_display(extra_path)} does not exist",

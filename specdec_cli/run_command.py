@@ -6,14 +6,15 @@ stdout and notes to stderr, and returns the exit code, so tests can call it dire
 
 from __future__ import annotations
 
-import random
+import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import console
-from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, SpecdecError, UsageError
-from .prompts import PromptItem, read_batch, read_prompt
+from . import console, interrupts
+from .errors import EXIT_FAILURE, EXIT_OK, SpecdecError, UsageError
+from .prompts import PromptItem, decode_text, read_batch, read_prompt
 from .registry import METHODS as RUN_METHODS
 
 
@@ -60,7 +61,7 @@ class RunRequest:
 
 def run_request(req: RunRequest) -> int:
     from .engine.runner import AUTO_DRAFT_MAX, Engine, GenOptions
-    from .engine.verify import SamplingParams, check_verify_mode
+    from .engine.verify import SamplingParams, check_verify_mode, resolve_seed
     from .registry import load_registry
     from .selection import fetch_missing, select
 
@@ -75,7 +76,13 @@ def run_request(req: RunRequest) -> int:
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
     if req.explain_divergence and req.temp > 0:
         raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
+    check_numbers(req)
     items = read_batch(req.batch) if req.batch else [PromptItem(text=read_prompt(req.prompt, req.file))]
+    if req.system is not None:
+        req.system = decode_text(req.system, "--system")
+        if not req.chat and any(item.messages is None for item in items):
+            raise UsageError("--system needs --chat", hint="add --chat to apply the target's chat template with it")
+    req.stop = [decode_text(s, "--stop") for s in req.stop]
 
     registry = load_registry(req.registry)
     target, draft = fetch_missing(
@@ -123,7 +130,7 @@ def run_request(req: RunRequest) -> int:
 
     engine = Engine(sel.target, sel.draft, options=engine_opts, draft=draft_opts, method=sel.method, warn=console.warn)
     try:
-        seed = req.seed if req.seed is not None or req.temp <= 0 else random.randrange(2**31)
+        seed = resolve_seed(req.seed) if req.temp > 0 else req.seed
         gen = GenOptions(
             max_tokens=req.max_tokens,
             sampling=SamplingParams(temp=req.temp, top_k=req.top_k, top_p=req.top_p, seed=seed),
@@ -142,6 +149,27 @@ def run_request(req: RunRequest) -> int:
         return _run_one(engine, items[0], gen, req, meta)
     finally:
         engine.close()
+
+
+def check_numbers(req) -> None:
+    """Option values the parser lets through but the engine cannot honour (a RunRequest or BenchRequest)."""
+    if not math.isfinite(req.temp):
+        raise UsageError(f"--temp {req.temp} is not a finite number", hint="use 0 (greedy) or a temperature such as 0.8")
+    draft_min, draft_max = getattr(req, "draft_min", None), getattr(req, "draft_max", None)
+    if isinstance(draft_max, int) and draft_min is not None and draft_min > draft_max:
+        raise UsageError(f"--draft-min {draft_min} is above --draft-max {draft_max}",
+                         hint="set --draft-min at most --draft-max")
+    req.threads = thread_count(req.threads)
+
+
+def thread_count(threads: int | None) -> int | None:
+    """``--threads``, clamped (with a warning) to the logical CPUs: more only makes llama.cpp's threads
+    wait for each other (10,000 threads took minutes per token)."""
+    cpus = os.cpu_count() or 1
+    if threads is not None and threads > cpus:
+        console.warn(f"--threads {threads} is more than the {cpus} logical CPUs here; using {cpus}")
+        return cpus
+    return threads
 
 
 def check_memory(sel, draft_max: int, req, *, force: bool, quiet: bool):
@@ -206,7 +234,7 @@ def draft_settings(sel, draft_max=None, draft_min=None, p_min=None):
     from .tuned import load_tuned
 
     entry, default = sel.entry, DraftOptions()
-    tuned = load_tuned(sel.target, sel.draft) if sel.draft is not None else None
+    tuned = load_tuned(sel.target, sel.draft, console.warn) if sel.draft is not None else None
     flags = {"draft_max": draft_max, "draft_min": draft_min, "p_min": p_min}
     layers = [
         ("flag", flags),
@@ -272,7 +300,7 @@ def _finish(result, req: RunRequest, meta: dict, report: dict | None) -> int:
         console.write_text("\n")
     if not req.quiet:
         console.note(result.stats.summary())
-    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+    return interrupts.exit_code() if result.interrupted else EXIT_OK
 
 
 def _explain(plain, spec) -> tuple[dict, int]:
@@ -302,20 +330,27 @@ def _explain(plain, spec) -> tuple[dict, int]:
 
 
 def _run_batch(engine, items: list[PromptItem], gen, req: RunRequest, meta: dict) -> int:
+    """One JSON line per prompt; a signal between prompts ends the run after the last whole line."""
     from .engine.stats import GenerationStats
 
     total = GenerationStats()
-    for i, item in enumerate(items):
-        tokens = _prompt_tokens(engine, item, req)
-        result = engine.generate(tokens, gen)
-        line = {"index": i, "id": item.id, **result.to_dict(), **meta}
-        console.write_json(line)
-        s = result.stats
-        total.merge(s)
-        if not req.quiet:
-            console.note(f"[{i + 1}/{len(items)}] {s.summary()}")
-        if result.interrupted:
-            return EXIT_INTERRUPTED
-    if not req.quiet and len(items) > 1:
-        console.note(f"all {len(items)} prompts: {total.summary()}")
-    return EXIT_OK
+    done, code = 0, EXIT_OK
+    try:
+        for i, item in enumerate(items):
+            tokens = _prompt_tokens(engine, item, req)
+            result = engine.generate(tokens, gen)
+            s = result.stats
+            total.merge(s)
+            done += 1
+            console.write_json({"index": i, "id": item.id, **result.to_dict(), **meta})
+            if not req.quiet:
+                console.note(f"[{i + 1}/{len(items)}] {s.summary()}")
+            if result.interrupted:
+                code = interrupts.exit_code()
+                break
+    except KeyboardInterrupt as exc:
+        console.warn(f"interrupted after {done} of {len(items)} prompts")
+        code = interrupts.exit_code(exc)
+    if not req.quiet and done > 1:
+        console.note(f"{'all ' if done == len(items) else ''}{done} prompts: {total.summary()}")
+    return code

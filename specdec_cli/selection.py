@@ -68,7 +68,9 @@ def _confirm(yes: bool):
     if yes:
         return None
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return lambda files: False  # a script: DownloadDeclined says to pass --yes
+        from .hub import decline
+
+        return decline  # a script: DownloadDeclined says to pass --yes
 
     def ask(files) -> bool:
         import typer

@@ -7,6 +7,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import console
+
 out = Console(highlight=False, soft_wrap=False)
 
 
@@ -81,10 +83,10 @@ def verdict_table(verdict, tinfo, dinfo) -> None:
     for c in verdict.checks:
         table.add_row(c.name, "ok" if c.ok else "FAIL", c.detail, style=None if c.ok else "red")
     out.print(table)
-    for w in verdict.warnings:
-        out.print(f"warning: {w}", style="yellow", markup=False)
+    for w in verdict.warnings:  # diagnostics on stderr: the table and the verdict are the result
+        console.warn(w)
     for e in verdict.errors:
-        out.print(f"error: {e}", style="red", markup=False)
+        console.error_line(e)
     word = "compatible" if verdict.ok else "incompatible"
     out.print(f"{dinfo.path.name} -> {tinfo.path.name}: {word}", markup=False)
 

@@ -7,8 +7,8 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import console
-from ..errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
+from .. import console, interrupts
+from ..errors import EXIT_OK, OutputError, UsageError
 from ..prompts import PromptItem
 
 
@@ -44,21 +44,22 @@ class BenchRequest:
     seed: int = 0
 
 
-def parse_grid(text: str, kind, flag: str, lo: float, hi: float) -> list:
+def parse_grid(text: str, kind, flag: str, lo: float, hi: float, example: str) -> list:
     try:
         values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
         values = []
     if not values or any(not lo <= v <= hi for v in values):
-        raise UsageError(f"invalid {flag} list {text!r}", hint=f"comma-separated values between {lo:g} and {hi:g}, e.g. {flag} 1,2,4")
+        raise UsageError(f"invalid {flag} list {text!r}",
+                         hint=f"comma-separated values between {lo:g} and {hi:g}, e.g. {flag} {example}")
     return sorted(set(values))
 
 
 def run_bench_request(req: BenchRequest) -> int:
-    from ..engine.runner import DraftOptions, Engine
-    from ..engine.verify import SamplingParams, check_verify_mode
+    from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine
+    from ..engine.verify import SamplingParams, check_verify_mode, resolve_seed
     from ..registry import load_registry
-    from ..run_command import check_memory, engine_options
+    from ..run_command import check_memory, check_numbers, engine_options
     from ..selection import fetch_missing, select
     from .report import print_tables, recommend, summarize
     from .runner import grid, run_bench
@@ -66,14 +67,22 @@ def run_bench_request(req: BenchRequest) -> int:
 
     if req.repeats < 1 or req.max_tokens < 1:
         raise UsageError("--repeats and --max-tokens must be at least 1")
-    draft_max = parse_grid(req.draft_max, int, "--draft-max", 1, 64)
-    p_min = parse_grid(req.p_min, float, "--p-min", 0.0, 1.0)
+    check_numbers(req)
+    draft_max = parse_grid(req.draft_max, int, "--draft-max", 1, 64, "1,2,4")
+    p_min = parse_grid(req.p_min, float, "--p-min", 0.0, 1.0, "0,0.5,0.8")
+    verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
+    for v in verify:
+        check_verify_mode(v)
+    if req.temp <= 0 and verify != ["auto"]:
+        raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
+    check_outputs(req)
+    seed = resolve_seed(req.seed)
+    if seed != req.seed:
+        console.note(f"seed {seed}")
     names = [n.strip() for n in req.scenarios.split(",")] if req.scenarios else None
     scenarios = load_scenarios(names, req.prompts)
     registry = load_registry(req.registry)
     target, draft = fetch_missing(registry, pair=req.pair, target=req.target, draft=req.draft, quant=req.quant, yes=req.yes)
-    from ..engine.runner import AUTO_DRAFT_MAX
-
     sel = select(registry, pair=req.pair, target=target, draft=draft, quant=req.quant)
     for w in sel.warnings:
         console.warn(w)
@@ -83,11 +92,6 @@ def run_bench_request(req: BenchRequest) -> int:
         sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=longest, p_min=p_min[0]),
         method=sel.method, warn=console.warn,
     )
-    verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
-    for v in verify:
-        check_verify_mode(v)
-    if req.temp <= 0 and verify != ["auto"]:
-        raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
     # auto is run's default for a draft model or none; a draft head runs as itself
     configs = grid(draft_max, p_min, verify=verify, method=sel.method if sel.draft else None,
                    auto=sel.method in (None, "draft"))
@@ -110,7 +114,7 @@ def run_bench_request(req: BenchRequest) -> int:
             task = bar.add_task("measuring", total=n_runs)
             samples = run_bench(
                 engine, scenarios, configs, repeats=req.repeats, max_tokens=req.max_tokens, render=render,
-                sampling=SamplingParams(temp=req.temp, seed=req.seed),
+                sampling=SamplingParams(temp=req.temp, seed=seed),
                 on_sample=lambda s: (samples.append(s), bar.advance(task)),
             )
     except KeyboardInterrupt:
@@ -120,28 +124,46 @@ def run_bench_request(req: BenchRequest) -> int:
         costs = engine.costs
         engine.close()
     if not samples:
-        return EXIT_INTERRUPTED
+        return interrupts.exit_code()
     rows = summarize(samples)
     rec = recommend(rows)
-    print_tables(rows, rec, _stdout())
-    print_costs(costs, _stdout())
+    results = _results(req, sel, samples, rows, rec, est, costs)
+    kept = _write_json(req, results) if req.json_out else None
+    try:
+        print_tables(rows, rec, _stdout())
+        print_costs(costs, _stdout())
+    except OutputError:
+        if kept is None:
+            _keep(results, "the tables could not be printed")
+        raise
     _report_memory(samples, est)
-    if req.json_out:
-        _write_json(req, sel, samples, rows, rec, est, costs)
     if req.plot:
-        from .plot import plot
-
-        console.note(f"plot written to {plot(rows, rec, req.plot)}")
-        if costs.curve():
-            from .plot import plot_costs
-
-            console.note(f"cost curve plotted to {plot_costs(costs, req.plot)}")
+        _plot(req, rows, rec, costs)
     if req.save and not interrupted:
         if sel.draft is None:
             console.note("nothing to save: without a draft model, run's default (auto) is what was measured")
         else:
             _save(sel, rec)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    return interrupts.exit_code() if interrupted else EXIT_OK
+
+
+def check_outputs(req: BenchRequest) -> None:
+    """Every file the run will write, checked before the first measurement."""
+    from ..outputs import check_folder, check_writable
+    from ..tuned import tuned_path
+
+    if req.json_out:
+        check_writable(req.json_out, "--json")
+    if req.plot:
+        from .plot import costs_path, pyplot
+
+        pyplot(req.plot)  # the extension, and matplotlib
+        check_writable(req.plot, "--plot")
+        check_writable(costs_path(req.plot), "--plot")
+    if req.save:
+        path = tuned_path()
+        check_folder(path.parent, "--save", hint="set XDG_CONFIG_HOME (or HOME) to a folder you may write to, or drop --save")
+        check_writable(path, "--save")
 
 
 CURVE_SIZES = [1, 2, 3, 4, 5, 8, 12, 16, 17, 24, 32, 33]
@@ -182,9 +204,10 @@ def _report_memory(samples, est) -> None:
     )
 
 
-def _write_json(req, sel, samples, rows, rec, est, costs) -> None:
+def _results(req, sel, samples, rows, rec, est, costs) -> dict:
+    """Every figure of the run, as ``--json`` writes it (and as a late failure keeps it)."""
     overheads = [s.overhead_fraction for s in samples if s.config.use_draft and s.overhead_fraction is not None]
-    out = {
+    return {
         "target": str(sel.target),
         "draft": str(sel.draft) if sel.draft else None,
         "machine": _machine(),
@@ -197,8 +220,44 @@ def _write_json(req, sel, samples, rows, rec, est, costs) -> None:
         "cost_model": costs.to_dict(),
         "samples": [s.to_dict() for s in samples],
     }
-    req.json_out.write_text(json.dumps(out, indent=1) + "\n")
-    console.note(f"results written to {req.json_out}")
+
+
+def _write_json(req, results: dict) -> Path | None:
+    """``--json``; when it cannot be written after all, the results go to a named fallback file."""
+    from ..outputs import write_atomic
+
+    try:
+        path = write_atomic(req.json_out, json.dumps(results, indent=1) + "\n", "the results")
+    except OutputError as exc:
+        console.warn(exc.one_line())
+        return _keep(results, f"--json {req.json_out} failed")
+    console.note(f"results written to {path}")
+    return path
+
+
+def _keep(results: dict, why: str) -> Path | None:
+    """Save the measured results somewhere, so minutes of measuring are not lost to one bad path."""
+    from ..outputs import fallback_path, write_atomic
+
+    try:
+        path = write_atomic(fallback_path("specdec-bench"), json.dumps(results, indent=1) + "\n", "the results")
+    except OutputError as exc:
+        console.warn(f"{why}, and the results could not be kept either: {exc.one_line()}")
+        return None
+    console.warn(f"{why}; the results were kept in {path}")
+    return path
+
+
+def _plot(req, rows, rec, costs) -> None:
+    """The charts; a plot that fails this late is a warning, since the figures are already out."""
+    from .plot import plot, plot_costs
+
+    try:
+        console.note(f"plot written to {plot(rows, rec, req.plot)}")
+        if costs.curve():
+            console.note(f"cost curve plotted to {plot_costs(costs, req.plot)}")
+    except OSError as exc:
+        console.warn(f"cannot write the plot {req.plot} ({exc.strerror or exc}); the figures above are the same")
 
 
 def _machine() -> str:
@@ -216,5 +275,9 @@ def _save(sel, rec) -> None:
         use_draft=o["use_draft"], method=o["method"] or "draft", draft_max=o["draft_max"], p_min=o["p_min"], speedup=o["speedup"],
         scenarios={k: v["speedup"] for k, v in rec["per_scenario"].items()}, machine=_machine(),
     )
-    path = save_tuned(sel.target, sel.draft, tuned)
+    try:
+        path = save_tuned(sel.target, sel.draft, tuned, console.warn)
+    except OutputError as exc:
+        console.warn(f"{exc.one_line()} The recommended setting, to pass by hand: {o['label']}")
+        return
     console.note(f"saved {o['label']} for this pair to {path}; `specdec run` uses it unless flags say otherwise")

@@ -12,7 +12,7 @@ from ..errors import UsageError
 from .report import Row
 
 
-def _pyplot(path: Path):
+def pyplot(path: Path):
     try:
         import matplotlib
 
@@ -25,10 +25,15 @@ def _pyplot(path: Path):
     return plt
 
 
+def costs_path(path: Path) -> Path:
+    """Where the cost curve goes beside the main plot: NAME-costs.EXT."""
+    return path.with_name(f"{path.stem}-costs{path.suffix}")
+
+
 def plot_costs(costs, path: Path) -> Path:
     """The measured target pass cost by batch size, beside ``path`` as NAME-costs.EXT."""
-    plt = _pyplot(path)
-    out = path.with_name(f"{path.stem}-costs{path.suffix}")
+    plt = pyplot(path)
+    out = costs_path(path)
     sizes = list(range(1, 34))
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(sizes, [s for _, _, s in costs.curve(sizes)], label="estimate (interpolated)")
@@ -46,7 +51,7 @@ def plot_costs(costs, path: Path) -> Path:
 
 
 def plot(rows: list[Row], rec: dict, path: Path) -> Path:
-    plt = _pyplot(path)
+    plt = pyplot(path)
     scenarios = [s for s in dict.fromkeys(r.scenario for r in rows) if s != "overall"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
 

@@ -143,9 +143,9 @@ def cache_path() -> Path:
     override = os.environ.get("SPECDEC_COST_CACHE")
     if override:
         return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or ""
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
-    return root / "specdec" / "costs.json"
+    from ..paths import cache_home
+
+    return cache_home() / "costs.json"
 
 
 def device_name(gpu_layers: int) -> str:

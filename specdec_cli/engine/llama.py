@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import interrupts
 from ..errors import SpecdecError, UsageError
 
 try:  # import lazily-failing so `specdec pairs/inspect/check` work without the native library
@@ -56,6 +57,7 @@ class _Log:
 
         @ll.llama_log_callback
         def callback(level, text, user_data):  # noqa: ARG001 - signature fixed by llama.cpp
+            # runs inside native calls (interrupts.native), where signals only get recorded
             chunk = text.decode("utf-8", errors="replace") if text else ""
             if self.verbose:
                 os.write(2, chunk.encode())
@@ -74,6 +76,14 @@ class _Log:
 
 LOG = _Log()
 _backend_ready = False
+
+# Callbacks through which a signal stops llama.cpp early (see interrupts.py): the load asks
+# whether to go on after each tensor; a pass, after each graph node, on the calling thread.
+ABORTABLE_PASS = 64  # passes at least this long get the abort callback; shorter ones end soon
+if _ll is not None:
+    _LOAD_PROGRESS = _ll.llama_progress_callback(lambda progress, user_data: not interrupts.pending())
+    _ABORT = _ll.ggml_abort_callback(lambda user_data: interrupts.pending())
+    _NO_ABORT = _ll.ggml_abort_callback()
 
 
 def init_backend(verbose: bool = False) -> None:
@@ -178,7 +188,9 @@ class Model(_FreedOnCollect):
         self.path = Path(path)
         params = ll.llama_model_default_params()
         params.n_gpu_layers = int(n_gpu_layers)
-        self._ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
+        params.progress_callback = _LOAD_PROGRESS  # lets a signal stop the load
+        with interrupts.native():
+            self._ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._ptr:
             detail = "; ".join(LOG.tail(2)) or "llama.cpp could not load it"
             raise UsageError(
@@ -352,7 +364,8 @@ class Context(_FreedOnCollect):
         cp.no_perf = True
         if other is not None:
             cp.ctx_other = other._ptr
-        self._ptr = ll.llama_init_from_model(model._ptr, cp)
+        with interrupts.native():
+            self._ptr = ll.llama_init_from_model(model._ptr, cp)
         if not self._ptr:
             detail = "; ".join(LOG.tail(2)) or "out of memory?"
             raise SpecdecError(
@@ -395,9 +408,15 @@ class Context(_FreedOnCollect):
             if outputs == "last" and start + k == n:
                 b.logits[k - 1] = 1
             b.n_tokens = k
+            abortable = k >= ABORTABLE_PASS
+            if abortable:
+                ll.llama_set_abort_callback(self._ptr, _ABORT, None)
             t0 = time.perf_counter()
-            rc = ll.llama_decode(self._ptr, b)
-            self.busy_seconds += time.perf_counter() - t0
+            with interrupts.native():
+                rc = ll.llama_decode(self._ptr, b)
+                self.busy_seconds += time.perf_counter() - t0
+                if abortable:
+                    ll.llama_set_abort_callback(self._ptr, _NO_ABORT, None)  # a NULL callback
             if rc != 0:
                 raise _decode_error(rc, self)
             start += k
@@ -450,7 +469,8 @@ class Context(_FreedOnCollect):
         if batch.size == 0:
             return
         t0 = time.perf_counter()
-        rc = _lib().llama_process(self._ptr, PROCESS_ENCODE if encode else PROCESS_DECODE, batch._ptr)
+        with interrupts.native():
+            rc = _lib().llama_process(self._ptr, PROCESS_ENCODE if encode else PROCESS_DECODE, batch._ptr)
         self.busy_seconds += time.perf_counter() - t0
         if rc != 0:
             raise _decode_error(rc, self)
@@ -541,7 +561,8 @@ def _decode_error(rc: int, ctx: Context) -> SpecdecError:
             f"the context of {ctx.n_ctx} tokens is full",
             hint="raise --ctx or lower --max-tokens",
         )
-    if rc == 2:
-        raise KeyboardInterrupt
+    if rc == 2:  # aborted: a signal arrived during a long pass (interrupts.native raises it)
+        interrupts.raise_pending()
+        raise interrupts.Interrupted()
     detail = "; ".join(LOG.tail(2)) or f"code {rc}"
     return SpecdecError(f"llama_decode failed on {ctx.model.path.name}: {detail}")

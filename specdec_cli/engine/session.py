@@ -140,6 +140,7 @@ class Session:
                     yield Step(emit, [i < n_kept for i in range(len(emit))])
                 if reason:
                     st.stop_reason = reason
+                    st.n_eog += reason == "eog"
                     return
             st.stop_reason = "length"
         finally:

@@ -12,6 +12,7 @@ class GenerationStats:
     n_drafted: int = 0  # draft tokens sent to the target for checking
     n_accepted: int = 0  # of those, kept
     n_target_passes: int = 0  # target forward passes after the prompt (one per step)
+    n_eog: int = 0  # end-of-generation tokens the target chose: decided by a pass, never emitted
     prompt_seconds: float = 0.0  # prefill of target (and draft), up to the first decode step
     decode_seconds: float = 0.0  # wall time of the decode loop
     draft_seconds: float = 0.0  # time spent inside the drafter
@@ -32,8 +33,9 @@ class GenerationStats:
 
     @property
     def tokens_per_pass(self) -> float | None:
-        """Mean tokens emitted per target pass: 1.0 without speculation, up to draft_max + 1."""
-        return self.n_generated / self.n_target_passes if self.n_target_passes else None
+        """Mean tokens the target decided per pass (the end-of-generation token included, so the
+        target alone gives exactly 1.0), up to draft_max + 1."""
+        return (self.n_generated + self.n_eog) / self.n_target_passes if self.n_target_passes else None
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -66,7 +68,7 @@ class GenerationStats:
 
     def merge(self, other: GenerationStats) -> None:
         """Add ``other``'s counts and times (a batch's totals)."""
-        for name in ("n_prompt", "n_generated", "n_target_passes", "prompt_seconds", "decode_seconds",
+        for name in ("n_prompt", "n_generated", "n_target_passes", "n_eog", "prompt_seconds", "decode_seconds",
                      "draft_seconds", "target_seconds"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.n_drafted += other.n_drafted

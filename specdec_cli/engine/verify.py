@@ -103,6 +103,14 @@ class SamplingParams:
     seed: int | None = None
 
 
+def resolve_seed(seed: int | None) -> int:
+    """The seed a generation uses: ``seed`` itself, or for none or a negative one (llama.cpp's
+    "random"), a fresh random seed, drawn here so that it can be reported and reused."""
+    import random
+
+    return seed if seed is not None and seed >= 0 else random.randrange(2**31)
+
+
 class Sampler:
     """Sampling with llama.cpp's default order: top-k, then top-p, then temperature.
 
@@ -113,7 +121,8 @@ class Sampler:
 
     def __init__(self, params: SamplingParams):
         self.params = params
-        self.rng = np.random.default_rng(params.seed)
+        seed = params.seed
+        self.rng = np.random.default_rng(seed if seed is None or seed >= 0 else None)  # negative: random
 
     def distribution(self, logits: np.ndarray) -> Dist:
         """(candidate ids, probabilities) after the transforms, most likely first."""
