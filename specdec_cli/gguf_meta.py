@@ -14,6 +14,7 @@ pairing check in :mod:`specdec_cli.compat` sees what llama.cpp will see.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import re
 import struct
@@ -224,13 +225,81 @@ def _parse(buf, size: int) -> tuple[dict[str, Any], list[TensorInfo], int]:
     data_start = -(-c.off // align) * align
 
     tensors = []
+    seen: set[str] = set()
     for name, shape, ttype, offset in infos:
+        _check_tensor(name, shape, ttype, offset, align, seen)
         n_el = 1
         for d in shape:
             n_el *= d
         nbytes = _tensor_nbytes(ttype, shape)
         tensors.append(TensorInfo(name, shape, _type_name(ttype), n_el, nbytes, data_start + offset))
+    _check_vocab_arrays(kv)
+    _check_layers(kv, tensors)
     return kv, tensors, version
+
+
+def _check_tensor(name: str, shape: tuple[int, ...], ttype: int, offset: int, align: int, seen: set[str]) -> None:
+    """What llama.cpp's loader checks of a tensor info, checked here so that the budget (which
+    sizes every tensor) never meets a tensor it cannot size; each message names the tensor."""
+    if name in seen:
+        raise _Corrupt(f"tensor {name!r} appears twice")
+    seen.add(name)
+    try:
+        block, _ = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ttype)]
+    except (ValueError, KeyError):
+        raise _Corrupt(f"tensor {name!r} has unknown type {ttype} (a newer llama.cpp's, or a corrupt file)") from None
+    if shape and shape[0] % block:
+        raise _Corrupt(f"tensor {name!r} of type {_type_name(ttype)} has a first dimension {shape[0]} "
+                       f"that is not a multiple of its block size {block}")
+    if offset % align:
+        raise _Corrupt(f"tensor {name!r} starts at offset {offset}, not a multiple of the alignment {align}")
+    if name.startswith("blk.") and not name.split(".")[1].isdecimal():
+        raise _Corrupt(f"tensor {name!r} has no layer number after 'blk.'")
+
+
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS (src/llama-hparams.h)
+
+
+def _check_layers(kv: dict, tensors: list[TensorInfo]) -> None:
+    """Layer tensors beyond the block count would be placed on no device by the budget."""
+    arch = kv.get("general.architecture")
+    n_layer = kv.get(f"{arch}.block_count") if isinstance(arch, str) else None
+    if not isinstance(n_layer, int) or isinstance(n_layer, bool):
+        return
+    if not 0 <= n_layer <= MAX_LAYERS:
+        raise _Corrupt(f"{arch}.block_count is {n_layer}; llama.cpp loads at most {MAX_LAYERS} layers")
+    for t in tensors:
+        if t.name.startswith("blk.") and int(t.name.split(".")[1]) >= n_layer:
+            raise _Corrupt(f"tensor {t.name!r} is in layer {t.name.split('.')[1]}, "
+                           f"but the model has {n_layer} ({arch}.block_count)")
+
+
+# metadata arrays the loader reads element by element, and the element types they must have
+_VOCAB_ARRAYS = {
+    "tokenizer.ggml.tokens": ("STRING",),
+    "tokenizer.ggml.merges": ("STRING",),
+    "tokenizer.ggml.scores": ("FLOAT32",),
+    "tokenizer.ggml.token_type": ("INT32", "UINT32"),
+}
+
+
+def _check_vocab_arrays(kv: dict) -> None:
+    for key, kinds in _VOCAB_ARRAYS.items():
+        v = kv.get(key)
+        if v is None:
+            continue
+        if isinstance(v, ArrayRef):
+            kind = v.type
+        elif isinstance(v, list):
+            want = str if kinds == ("STRING",) else (float if kinds == ("FLOAT32",) else int)
+            bad = next((x for x in v if not isinstance(x, want) or isinstance(x, bool)), None)
+            if bad is None:
+                continue
+            kind = type(bad).__name__
+        else:
+            kind = f"a single {type(v).__name__}"
+        if kind not in kinds:
+            raise _Corrupt(f"{key!r} holds {kind} values where llama.cpp expects {' or '.join(kinds)}")
 
 
 def _check_tensor_data(tensors: list[TensorInfo], size: int) -> None:
@@ -697,6 +766,11 @@ def _first_int(v) -> int | None:
 
 
 def _open_error(path: Path) -> UsageError:
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return UsageError(f"{path} is a symbolic link loop", hint="point the link at the real .gguf file")
     if path.is_dir():
         if any(path.glob("*.safetensors")):
             from .convert import conversion_hint
