@@ -98,11 +98,6 @@ def init_backend(verbose: bool = False) -> None:
     _backend_ready = True
 
 
-def supports_gpu_offload() -> bool:
-    return bool(_lib().llama_supports_gpu_offload())
-
-
-ROPE_TYPE_MROPE = 8
 PROCESS_ENCODE, PROCESS_DECODE = 0, 1
 
 # Staging functions of llama.cpp's src/llama-ext.h: exported from libllama with C++ linkage,
@@ -271,14 +266,7 @@ class Model(_FreedOnCollect):
         """> 0 only for DFlash2 drafts (a selector lattice instead of logits)."""
         return int(_ext("llama_model_dflash_selector_top_k")(self._ptr))
 
-    def rope_is_mrope(self) -> bool:
-        return int(_lib().llama_model_rope_type(self._ptr)) == ROPE_TYPE_MROPE
-
     # --- chat -------------------------------------------------------------------------------
-    def chat_template(self) -> str | None:
-        raw = _lib().llama_model_chat_template(self._ptr, None)
-        return raw.decode("utf-8", errors="replace") if raw else None
-
     def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True) -> str:
         """Render messages with the model's own template, through llama.cpp's template engine."""
         ll = _lib()
