@@ -19,7 +19,8 @@ from specdec_cli.budget import (
 )
 from specdec_cli.devices import Device, cpu_features
 from specdec_cli.engine import llama as L
-from specdec_cli.engine.llama import Context, ContextParams, Model
+from specdec_cli.engine.llama_context import Context, ContextParams
+from specdec_cli.engine.llama_model import Model
 from specdec_cli.errors import UsageError
 from specdec_cli.gguf_meta import read_gguf
 

@@ -12,7 +12,9 @@ import random
 import pytest
 
 from specdec_cli.engine.drafters.base import Drafter
-from specdec_cli.engine.llama import Context, ContextParams, Model
+from specdec_cli.engine.errors import ContextFull, PromptTooLong
+from specdec_cli.engine.llama_context import Context, ContextParams
+from specdec_cli.engine.llama_model import Model
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.session import Session
 from specdec_cli.engine.verify import GreedyVerifier, SamplingParams
@@ -181,3 +183,53 @@ def test_chat_template_renders(engine):
     text = engine.render_chat([{"role": "user", "content": "hi"}])
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     assert engine.tokenize_prompt(text)[0] == engine.target_model.bos
+
+
+def test_merge_combines_every_stats_field():
+    """A new field of GenerationStats must be given a rule in ``merge``: merged into an empty
+    total, every field but the per-generation stop reason comes out as it went in."""
+    from dataclasses import fields
+
+    from specdec_cli.engine.stats import GenerationStats
+
+    s = GenerationStats(n_prompt=5, n_generated=7, n_target_passes=4, n_eog=1, prompt_seconds=0.5,
+                        decode_seconds=2.0, draft_seconds=0.5, target_seconds=1.0, first_token_seconds=0.6,
+                        stop_reason="eog", method="auto", steps=[(3, 2), (2, 2)])
+    s.record_acceptance(3, 2)
+    s.record_acceptance(2, 2)
+    s.record_step("draft", 3)
+    s.record_step("ngram", 2)
+    total = GenerationStats()
+    total.merge(s)
+    for f in fields(GenerationStats):
+        if f.name != "stop_reason":
+            assert getattr(total, f.name) == getattr(s, f.name), f.name
+    assert total.stop_reason == ""
+    total.merge(s)
+    assert total.n_drafted == 10 and total.accepted_per_position == [4, 4, 0] and total.steps_by_drafter["draft"] == 2
+    assert total.first_token_seconds == 0.6 and len(total.steps) == 4
+
+
+def test_result_dict_is_the_stats_schema_plus_the_run(engine):
+    res = engine.generate(engine.tokenize_prompt("hello world"), greedy(8))
+    d = res.to_dict()
+    assert {k: d[k] for k in res.stats.to_dict()} == res.stats.to_dict()
+    assert set(d) - set(res.stats.to_dict()) == {"text", "prompt_tokens", "tokens", "cost_model", "seed", "verify"}
+
+
+def test_context_errors_carry_the_facts_and_name_no_flag(tiny_target):
+    """The engine says what ran out and how much was needed; naming flags is the CLI's business."""
+    eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=16, **EXACT))
+    try:
+        ctx = eng.target_ctx
+        with pytest.raises(PromptTooLong) as long_prompt:
+            eng.tokenize_prompt("hello world " * 400)
+        e = long_prompt.value
+        assert e.n_ctx == ctx.n_ctx and e.needed > ctx.n_ctx and e.exit_code == 2 and "--" not in e.hint
+        ctx.kv_clear()
+        with pytest.raises(ContextFull) as full:
+            for pos in range(ctx.n_ctx + 1):
+                ctx.decode([eng.target_model.bos], pos)
+        assert full.value.n_ctx == ctx.n_ctx and full.value.needed == ctx.n_ctx + 1 and "--" not in full.value.hint
+    finally:
+        eng.close()

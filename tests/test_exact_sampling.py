@@ -29,7 +29,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specdec_cli.engine.llama import Context
+from specdec_cli.engine.llama_context import Context
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.session import Session
 from specdec_cli.engine.verify import (

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from specdec_cli.engine.drafters.ngram import NgramDrafter
-from specdec_cli.engine.llama import Context, ContextParams, Model
+from specdec_cli.engine.llama_context import Context, ContextParams
+from specdec_cli.engine.llama_model import Model
 from specdec_cli.engine.session import Session
 from specdec_cli.engine.verify import GreedyVerifier
 

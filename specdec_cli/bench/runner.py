@@ -12,10 +12,11 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..divergence import first_divergence
 from ..engine.runner import Engine, GenOptions
+from ..engine.stats import GenerationStats
 from ..engine.verify import SamplingParams
 from ..prompts import PromptItem
 
@@ -161,19 +162,19 @@ def _measure(engine: Engine, tokens, gen, cfg: Config, scenario: str, pid: str, 
         prompt_id=pid,
         repeat=rep,
         config=cfg,
-        n_prompt=s.n_prompt,
-        n_generated=s.n_generated,
-        prompt_seconds=s.prompt_seconds,
-        first_token_seconds=s.first_token_seconds,
-        decode_tokens_per_second=s.tokens_per_second,
-        n_drafted=s.n_drafted,
-        n_accepted=s.n_accepted,
-        acceptance_rate=s.acceptance_rate,
-        tokens_per_pass=s.tokens_per_pass,
+        **sample_stats(s),
         overhead_fraction=outside / (s.prompt_seconds + s.decode_seconds) if s.decode_seconds else None,
         peak_rss=peak_rss(),
         tokens=res.tokens,
     )
+
+
+def sample_stats(stats: GenerationStats) -> dict:
+    """The fields of a ``Sample`` that come from the stats schema (``GenerationStats.to_dict``),
+    unrounded; bench calls the decode speed ``decode_tokens_per_second``."""
+    d = stats.to_dict(rounded=False)
+    d["decode_tokens_per_second"] = d.pop("tokens_per_second")
+    return {f.name: d[f.name] for f in fields(Sample) if f.name in d}
 
 
 def _divergence(engine: Engine, tokens, gen, spec_tokens) -> dict:

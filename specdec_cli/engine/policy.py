@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 from .costmodel import CostModel
 
-K_MAX = 32  # the longest draft auto considers (a head's block limit caps it further)
-
 
 @dataclass
 class Choice:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..methods import Method
 from ..textstream import Segment, TextStream
 from . import costmodel
 from .costmodel import CostModel
@@ -21,13 +22,16 @@ from .drafters.dflash import DFlashDrafter
 from .drafters.eagle3 import Eagle3Drafter
 from .drafters.model import ModelDrafter
 from .drafters.ngram import NgramDrafter
-from .llama import Context, ContextFull, ContextParams, Model, default_threads
+from .errors import ContextFull, PromptTooLong
+from .llama import default_threads
+from .llama_context import Context, ContextParams
+from .llama_model import Model
 from .session import Session, TracePoint
 from .stats import GenerationStats
-from .verify import Sampler, SamplingParams, check_verify_mode, make_verifier, resolve_verify
+from .verify import Sampler, SamplingParams, verify_mode, make_verifier, resolve_verify
 
 
-DRAFT_METHODS = ("draft", "eagle3", "dflash", "dspark")  # the methods that load a draft GGUF
+DRAFT_METHODS = Method.with_draft_file()  # the methods that load a draft GGUF
 AUTO_DRAFT_MAX = 32  # auto's longest draft when --draft-max is not given: the policy picks per step
 
 
@@ -60,15 +64,8 @@ class DraftOptions:
 
 @dataclass
 class GenOptions:
-    """One generation's settings.
-
-    ``verify`` picks the rule that keeps draft tokens at temperature > 0: "exact" (speculative
-    sampling: the draft samples from its own distribution q and a token is kept with
-    probability min(1, p/q)), "match" (llama.cpp's sample-then-match with greedy drafts), or
-    "auto" (exact for drafters that can sample their proposals, the draft-model method; match
-    for greedy-only drafters, where the two are the same rule in distribution). Every mode
-    samples the target's distribution; at temperature 0 every mode is greedy.
-    """
+    """One generation's settings. ``verify``: the rule that keeps draft tokens at temperature > 0,
+    "auto", "exact" or "match" (what each does: ``verify.py``'s module docstring)."""
 
     max_tokens: int = 256
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temp=0.0))
@@ -76,7 +73,7 @@ class GenOptions:
     verify: str = "auto"
 
     def __post_init__(self) -> None:
-        check_verify_mode(self.verify)
+        self.verify = verify_mode(self.verify).value
 
 
 @dataclass
@@ -95,31 +92,14 @@ class Result:
         return self.stats.stop_reason == "interrupted"
 
     def to_dict(self) -> dict:
-        s = self.stats
+        """``run --json``'s object: the text and tokens, the stats (``GenerationStats.to_dict``),
+        and how this generation ran."""
         return {
             "text": self.text,
             "prompt_tokens": self.prompt_tokens,
             "tokens": self.tokens,
-            "n_prompt": s.n_prompt,
-            "n_generated": s.n_generated,
-            "prompt_seconds": round(s.prompt_seconds, 6),
-            "decode_seconds": round(s.decode_seconds, 6),
-            "first_token_seconds": s.first_token_seconds,
-            "tokens_per_second": s.tokens_per_second,
-            "n_drafted": s.n_drafted,
-            "n_accepted": s.n_accepted,
-            "acceptance_rate": s.acceptance_rate,
-            "tokens_per_pass": s.tokens_per_pass,
-            "n_target_passes": s.n_target_passes,
-            "draft_seconds": round(s.draft_seconds, 6),
-            "target_seconds": round(s.target_seconds, 6),
-            "overhead_seconds": round(s.overhead_seconds, 6),
-            "accepted_per_position": s.accepted_per_position,
-            "acceptance_by_position": [round(a, 4) for a in s.acceptance_by_position],
-            "draft_lengths": {str(k): v for k, v in sorted(s.draft_lengths.items())},
-            "steps_by_drafter": dict(s.steps_by_drafter),
+            **self.stats.to_dict(),
             "cost_model": self.cost_model,
-            "stop_reason": s.stop_reason,
             "seed": self.seed,
             "verify": self.verify,
         }
@@ -251,10 +231,7 @@ class Engine:
         if not tokens:
             raise UsageError("the prompt is empty", hint="pass some text, -f FILE, or pipe it on stdin")
         if len(tokens) >= self.target_ctx.n_ctx:
-            raise UsageError(
-                f"the prompt is {len(tokens)} tokens but the context holds {self.target_ctx.n_ctx}",
-                hint="raise --ctx or shorten the prompt",
-            )
+            raise PromptTooLong(self.target_ctx.n_ctx, len(tokens))
         return tokens
 
     # --- generation -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import numpy as np
 
 from .costmodel import CostModel
 from .drafters.base import Drafter
-from .llama import Context
+from .llama_context import Context
 from .stats import GenerationStats
 from .verify import Proposal, Sampler, Verifier
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+# the fields merge adds up as numbers
+_SUMMED = ("n_prompt", "n_generated", "n_drafted", "n_accepted", "n_target_passes", "n_eog", "prompt_seconds",
+           "decode_seconds", "draft_seconds", "target_seconds")
 
 
 @dataclass
@@ -67,12 +71,12 @@ class GenerationStats:
             self.drafted_per_position[i] += 1
 
     def merge(self, other: GenerationStats) -> None:
-        """Add ``other``'s counts and times (a batch's totals)."""
-        for name in ("n_prompt", "n_generated", "n_target_passes", "n_eog", "prompt_seconds", "decode_seconds",
-                     "draft_seconds", "target_seconds"):
+        """Add ``other`` to these totals (run --batch's). Every field is combined: counts and times
+        add up, the per-position and per-key counts add up entry by entry, the per-pass list is
+        extended; the time to the first token and the method are the first generation's, and
+        ``stop_reason`` stays as it is (each generation has its own, a batch none)."""
+        for name in _SUMMED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.n_drafted += other.n_drafted
-        self.n_accepted += other.n_accepted
         for mine, theirs in ((self.accepted_per_position, other.accepted_per_position),
                              (self.drafted_per_position, other.drafted_per_position)):
             mine.extend([0] * (len(theirs) - len(mine)))
@@ -81,6 +85,9 @@ class GenerationStats:
         for mine, theirs in ((self.steps_by_drafter, other.steps_by_drafter), (self.draft_lengths, other.draft_lengths)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
+        self.steps.extend(other.steps)
+        if self.first_token_seconds is None:
+            self.first_token_seconds = other.first_token_seconds
         self.method = self.method or other.method
 
     def split(self) -> str:
@@ -91,16 +98,33 @@ class GenerationStats:
         order = sorted(self.steps_by_drafter.items(), key=lambda kv: (kv[0] == "none", -kv[1]))
         return f"{self.method}: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in order)
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        del d["steps"]  # per-pass detail; the totals above summarise it
-        d["acceptance_rate"] = self.acceptance_rate
-        d["tokens_per_pass"] = self.tokens_per_pass
-        d["tokens_per_second"] = self.tokens_per_second
-        d["overhead_seconds"] = self.overhead_seconds
-        d["acceptance_by_position"] = self.acceptance_by_position
-        d["draft_lengths"] = {str(k): v for k, v in sorted(self.draft_lengths.items())}
-        return d
+    def to_dict(self, *, rounded: bool = True) -> dict:
+        """The reported stats: the one list of them, for ``run --json`` (with ``Result.to_dict``)
+        and bench's samples. Times are rounded to the microsecond and per-position shares to 4
+        places; ``rounded=False`` keeps them as measured."""
+        sec = (lambda x: round(x, 6)) if rounded else (lambda x: x)
+        share = (lambda x: round(x, 4)) if rounded else (lambda x: x)
+        return {
+            "n_prompt": self.n_prompt,
+            "n_generated": self.n_generated,
+            "prompt_seconds": sec(self.prompt_seconds),
+            "decode_seconds": sec(self.decode_seconds),
+            "first_token_seconds": self.first_token_seconds,
+            "tokens_per_second": self.tokens_per_second,
+            "n_drafted": self.n_drafted,
+            "n_accepted": self.n_accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "tokens_per_pass": self.tokens_per_pass,
+            "n_target_passes": self.n_target_passes,
+            "draft_seconds": sec(self.draft_seconds),
+            "target_seconds": sec(self.target_seconds),
+            "overhead_seconds": sec(self.overhead_seconds),
+            "accepted_per_position": list(self.accepted_per_position),
+            "acceptance_by_position": [share(a) for a in self.acceptance_by_position],
+            "draft_lengths": {str(k): v for k, v in sorted(self.draft_lengths.items())},
+            "steps_by_drafter": dict(self.steps_by_drafter),
+            "stop_reason": self.stop_reason,
+        }
 
     def summary(self) -> str:
         """The one-line stderr summary of `specdec run`."""

@@ -26,6 +26,14 @@ same distribution of outcomes as sample-then-match (which keeps x when a sample 
 it, probability p(x), and otherwise emits a sample of p that is not x), so for drafters that
 only draft greedily the two modes differ only in how they spend random numbers.
 
+The modes a generation asks for (``VERIFY_MODES``: ``GenOptions.verify``, ``--verify``) are
+"exact", "match" and "auto": exact when the drafter samples its proposals
+(``Drafter.sampled_proposals``: the draft-model method), match for drafters that only draft
+greedily, where the two are the same rule in distribution. At temperature 0 every mode is
+greedy: p is a point mass at the argmax, and both rules then keep a draft token exactly when
+it is the argmax. This docstring is the one explanation of the rules; the rest of the code
+refers here.
+
 The target's p always comes from ``Sampler.distribution``, the very transforms plain sampling
 uses, so "target alone" and "speculative" sample the same distribution. One ``Sampler`` (one
 RNG, seeded from the generation's seed) serves the drafter and the verifier of a generation.
@@ -40,12 +48,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
+from ..methods import VerifyMode
 
 Rows = Callable[[int], np.ndarray]  # row index -> logits of that batch position
 Dist = tuple[np.ndarray, np.ndarray]  # (candidate ids, probabilities), ids distinct, probs sum to 1
 
 #: What ``GenOptions.verify`` / ``--verify`` accept.
-VERIFY_MODES = ("auto", "match", "exact")
+VERIFY_MODES = VerifyMode.values()
 
 
 @dataclass
@@ -182,12 +191,8 @@ class MatchVerifier(Verifier):
 
 
 class ExactVerifier(Verifier):
-    """Speculative sampling (Leviathan et al. 2023, Chen et al. 2023): exact for any proposal.
-
-    For a sampled proposal the draft's q at each position comes with it; a greedy proposal is
-    a point mass (q(x) = 1), so x is kept with probability p(x) and a rejection samples p
-    without x.
-    """
+    """Speculative sampling (Leviathan et al. 2023, Chen et al. 2023), for sampled and greedy
+    proposals alike (the module docstring)."""
 
     rule = "exact"
 
@@ -235,26 +240,20 @@ def _probs_at(ids: np.ndarray, q_ids: np.ndarray, q_probs: np.ndarray) -> np.nda
     return np.where(sorted_ids[pos] == ids, q_probs[order][pos], 0.0)
 
 
-def check_verify_mode(mode: str) -> str:
-    """``mode`` itself if it is one of ``VERIFY_MODES``; a ``UsageError`` otherwise."""
-    if mode not in VERIFY_MODES:
-        raise UsageError(
-            f"unknown verify mode {mode!r}",
-            hint="--verify takes auto, match or exact",
-        )
-    return mode
+def verify_mode(mode: str) -> VerifyMode:
+    """``mode`` as a ``VerifyMode``; a ``UsageError`` naming the modes if it is none of them."""
+    try:
+        return VerifyMode(mode)
+    except ValueError:
+        raise UsageError(f"unknown verify mode {mode!r}",
+                         hint=f"--verify takes {', '.join(VERIFY_MODES)}") from None
 
 
 def resolve_verify(mode: str, temp: float, *, sampled_drafts: bool = True) -> str:
-    """The rule a generation uses: "greedy", "match" or "exact".
-
-    ``mode`` is ``GenOptions.verify``: "auto" is "exact" at temperature > 0 when the drafter
-    can sample its proposals (``Drafter.sampled_proposals``; the draft-model method) and
-    "match" otherwise (for a greedy drafter the two give the same distribution of outcomes,
-    see the module docstring). At temperature 0 every mode is greedy: p is a point mass at the
-    argmax, and both rules then keep a draft token exactly when it is the argmax.
-    """
-    check_verify_mode(mode)
+    """The rule ("greedy", "match" or "exact") that ``mode`` (``GenOptions.verify``) means at
+    ``temp`` for a drafter whose ``sampled_proposals`` is ``sampled_drafts``, as the module
+    docstring defines the modes."""
+    mode = verify_mode(mode).value
     if temp <= 0:
         return "greedy"
     if mode == "auto":

@@ -18,23 +18,23 @@ what is kept is the verifier's business (``verify.py``), as in vLLM's rejection 
 
 Greedy and sampled proposals. A proposal from a drafter that samples carries, per position,
 the distribution q it drew the token from (after the generation's top-k, top-p and
-temperature), which exact verification needs. A greedy proposal carries none: the exact rule
-treats it as a point mass, q(x) = 1, which is still exact (keep x with probability p(x), else
-sample p without x, renormalised: the target's distribution either way). Only the draft-model
-method samples (``sampled_proposals = True``): it is an ordinary language model whose q is a
-real next-token distribution, and drawing from it is what lets the exact rule keep drafts
-that sample-then-match would throw away.
+temperature), which exact verification needs. A greedy proposal carries none, and exact
+verification treats it as a point mass, which is still exact (why: ``verify.py``'s module
+docstring). Only the draft-model method samples (``sampled_proposals = True``): it is an
+ordinary language model whose q is a real next-token distribution, and drawing from it is
+what lets the exact rule keep drafts that sample-then-match would throw away.
 
 EAGLE-3, DFlash and DSpark draft greedily, because that is how llama.cpp runs them
-(vendor/llama.cpp/common/speculative.cpp in llama-cpp-python 0.3.36): each builds its draft
-sampler as top-k 10 alone (lines 519 and 1035) and proposes ``cur_p->data[0].id``, the most
-probable candidate, never the sampled one (EAGLE-3 line 808; DSpark line 1289, DFlash
-line 1308; DFlash2 takes ``std::max_element`` of its selector scores, line 1247). DFlash and
-DSpark decode the whole block in one pass from ``[last token, mask, mask, ...]`` (line 1209),
-so a token sampled at one block position could not condition the positions after it; the
-argmax path is the block the head predicts. EAGLE-3 is autoregressive and could be sampled,
-but specdec keeps llama.cpp's behaviour for it. Their point-mass proposals are verified
-exactly all the same, so the output follows the target's distribution at any temperature.
+(``common/speculative.cpp``, as vendored by llama-cpp-python 0.3.36): the constructors of
+``common_speculative_impl_draft_eagle3`` and ``common_speculative_impl_draft_dflash`` build
+their draft sampler as top-k 10 alone, and their ``draft()`` proposes ``cur_p->data[0].id``,
+the most probable candidate, never the sampled one (DFlash2 takes ``std::max_element`` of its
+selector scores). DFlash and DSpark decode the whole block in one pass from
+``[last token, mask, mask, ...]`` (the same ``draft()``), so a token sampled at one block
+position could not condition the positions after it; the argmax path is the block the head
+predicts. EAGLE-3 is autoregressive and could be sampled, but specdec keeps llama.cpp's
+behaviour for it. Their point-mass proposals are verified exactly all the same, so the output
+follows the target's distribution at any temperature.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UsageError
-from ..llama import Context, ExtBatch
+from ..llama_context import Context, ExtBatch
 from .base import Drafter
-from .model import _top_k_confidence
+from .greedy import confident_argmax, p_min_rule
 
 
 class DFlashDrafter(Drafter):
@@ -149,13 +149,8 @@ class DFlashDrafter(Drafter):
                 if conf is not None and conf[i] < self.p_min:
                     break
                 out.append(int(ctx.logits(i).argmax()))
-        else:
-            for i in range(1, n_block):
-                logits = ctx.logits(i)
-                tok = int(logits.argmax())
-                if self.p_min > 0.0 and _top_k_confidence(logits, tok) < self.p_min:
-                    break
-                out.append(tok)
+        else:  # the anchor slot is the last token: the draft is slots 1..
+            out = confident_argmax(n_block - 1, lambda i: ctx.logits(i + 1), keep=p_min_rule(self.p_min))
         ctx.kv_keep_until(pos0)  # the block is not context: the target verifies from pos0
         if len(out) < self.n_min:
             return []

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UsageError
-from ..llama import Context, ExtBatch
+from ..llama_context import Context, ExtBatch
 from .base import Drafter
-from .model import _top_k_confidence
+from .greedy import confident_argmax, p_min_rule
 
 
 class Eagle3Drafter(Drafter):
@@ -125,23 +125,16 @@ class Eagle3Drafter(Drafter):
         dec.clear()
         dec.add(history[-1], self.pending_pos, output=True, embd=self.pending_g)
         ctx.process(dec)
-        out: list[int] = []
-        # llama.cpp drafts its configured length and cuts the draft to the budget afterwards
-        limit = self.n_max
-        i = 0
-        while True:
-            logits = ctx.logits(-1)
-            tok = int(logits.argmax())
-            if self.p_min > 0.0 and _top_k_confidence(logits, tok) < self.p_min:
-                break
-            out.append(tok)
-            if len(out) >= limit:
-                break
+        pos0 = self.pending_pos
+
+        def advance(i: int, tok: int) -> None:
             prenorm = ctx.hidden_row(0).copy()
             dec.clear()
-            dec.add(tok, self.pending_pos + i + 1, output=True, embd=prenorm)
+            dec.add(tok, pos0 + i + 1, output=True, embd=prenorm)
             ctx.process(dec)
-            i += 1
+
+        # llama.cpp drafts its configured length and cuts the draft to the budget afterwards
+        out = confident_argmax(self.n_max, lambda i: ctx.logits(-1), keep=p_min_rule(self.p_min), advance=advance)
         ctx.kv_keep_until(len(history) - 1)  # the target verifies from here: drop the draft's positions
         if len(out) < self.n_min:
             return []

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..llama import Context
+from ..llama_context import Context
 from ..verify import Dist, Proposal, Sampler
 from .base import Drafter
-
-TOP_K_FOR_CONFIDENCE = 10  # llama.cpp's draft sampler keeps the 10 best candidates
+from .greedy import confident_argmax, top_k_confidence
 
 
 class ModelDrafter(Drafter):
@@ -77,52 +76,42 @@ class ModelDrafter(Drafter):
         """Greedy proposal: the draft's argmax at each position."""
         if n_max <= 0:
             return []
-        self._sync(history)
-        out: list[int] = []
-        self.last_confidences = confs = []
-        pos = len(history)
-        while True:
-            logits = self.ctx.logits(-1)
-            tok = int(logits.argmax())
-            if not self._continue(logits, tok, confs):
-                break
-            out.append(tok)
-            if len(out) >= n_max:
-                break
-            self.ctx.decode([tok], pos, outputs="last")
-            self._cached.append(tok)
-            pos += 1
+        out = self._run(history, n_max)
         return out if len(out) >= self.n_min else []
 
     def _sampled(self, history: list[int], n_max: int, sampler: Sampler) -> Proposal:
         """Sampled proposal: each token drawn from q (the transformed draft distribution), q kept."""
         if n_max <= 0:
             return Proposal([])
-        self._sync(history)
-        out: list[int] = []
         dists: list[Dist] = []
+
+        def draw(logits: np.ndarray) -> int:
+            ids, probs = sampler.distribution(logits)
+            dists.append((ids, probs))
+            return sampler.draw(ids, probs)
+
+        return Proposal(self._run(history, n_max, pick=draw), dists)
+
+    def _run(self, history: list[int], n_max: int, pick=None) -> list[int]:
+        """The drafting loop from ``history``: the draft's cache follows each drafted token."""
+        self._sync(history)
         self.last_confidences = confs = []
         pos = len(history)
-        while True:
-            logits = self.ctx.logits(-1)
-            if not self._continue(logits, int(logits.argmax()), confs):
-                break
-            ids, probs = sampler.distribution(logits)
-            tok = sampler.draw(ids, probs)
-            out.append(tok)
-            dists.append((ids, probs))
-            if len(out) >= n_max:
-                break
-            self.ctx.decode([tok], pos, outputs="last")
+
+        def advance(i: int, tok: int) -> None:
+            self.ctx.decode([tok], pos + i, outputs="last")
             self._cached.append(tok)
-            pos += 1
-        return Proposal(out, dists)
+
+        def keep(logits: np.ndarray, best: int) -> bool:
+            return self._continue(logits, best, confs)
+
+        return confident_argmax(n_max, lambda i: self.ctx.logits(-1), keep=keep, advance=advance, pick=pick)
 
     def _continue(self, logits: np.ndarray, best: int, confs: list[float]) -> bool:
         """Whether to draft the next position, decided from its logits before anything is drawn."""
         if self.stop_rule is None and self.p_min <= 0.0:
             return True
-        conf = _top_k_confidence(logits, best)
+        conf = top_k_confidence(logits, best)
         if self.stop_rule is not None:
             if not self.stop_rule(conf):
                 return False
@@ -130,9 +119,3 @@ class ModelDrafter(Drafter):
             return False
         confs.append(conf)
         return True
-
-
-def _top_k_confidence(logits: np.ndarray, best: int) -> float:
-    """Probability of ``best`` after keeping the top-k logits and renormalising."""
-    top = np.partition(logits, -TOP_K_FOR_CONFIDENCE)[-TOP_K_FOR_CONFIDENCE:]
-    return float(1.0 / np.exp(top - logits[best]).sum())

@@ -1,0 +1,266 @@
+"""Inference contexts over a loaded model: the KV cache, batches, logits and hidden states.
+
+Part of the FFI boundary (``llama.py`` says which modules call llama.cpp).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import interrupts
+from ..errors import SpecdecError
+from .errors import ContextFull, ContextNotCreated
+from .llama import (
+    ABORT,
+    ABORTABLE_PASS,
+    LOG,
+    NO_ABORT,
+    SEQ,
+    FreedOnCollect,
+    bindings,
+    default_threads,
+    ext,
+)
+from .llama_model import Model
+
+CACHE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
+PROCESS_ENCODE, PROCESS_DECODE = 0, 1  # llama_process: the encoder graph or the decoder
+
+
+@dataclass(frozen=True)
+class ContextParams:
+    """What a context is created with; the defaults are llama.cpp's own."""
+
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_outputs_max: int = 1  # rows of logits the context must hold at once (draft_max + 1 for a verifier)
+    n_threads: int | None = None
+    flash_attn: str = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    offload_kqv: bool = True
+
+
+class Context(FreedOnCollect):
+    """One inference context over a model: its KV cache, a reusable batch, and logits access."""
+
+    def __init__(self, model: Model, params: ContextParams, *, other: Context | None = None):
+        """``other``: the target context a draft head borrows token embeddings and the output
+        projection from (llama.cpp's ``ctx_other``); it must outlive this context."""
+        ll = bindings()
+        self.model = model
+        self.params = params
+        self.other = other
+        cp = ll.llama_context_default_params()
+        cp.n_ctx = params.n_ctx
+        cp.n_batch = params.n_batch
+        cp.n_ubatch = min(params.n_ubatch, params.n_batch)
+        cp.n_seq_max = 1
+        cp.n_outputs_max = max(1, params.n_outputs_max)
+        threads = params.n_threads or default_threads()
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
+        cp.type_k = CACHE_TYPES[params.cache_type_k]
+        cp.type_v = CACHE_TYPES[params.cache_type_v]
+        cp.offload_kqv = params.offload_kqv
+        cp.no_perf = True
+        if other is not None:
+            cp.ctx_other = other._ptr
+        with interrupts.native():
+            self._ptr = ll.llama_init_from_model(model._ptr, cp)
+        if not self._ptr:
+            raise ContextNotCreated(model.path.name, params.n_ctx, "; ".join(LOG.tail(2)) or "out of memory?")
+        self.n_ctx = int(ll.llama_n_ctx(self._ptr))
+        self.n_batch = int(ll.llama_n_batch(self._ptr))
+        self.n_ubatch = int(ll.llama_n_ubatch(self._ptr))
+        self._mem = ll.llama_get_memory(self._ptr)
+        self._cap = max(self.n_batch, 1)
+        self._batch = ll.llama_batch_init(self._cap, 0, 1)
+        for i in range(self._cap):
+            self._batch.n_seq_id[i] = 1
+            self._batch.seq_id[i][0] = SEQ
+        self._n_vocab = model.n_vocab
+        self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
+        self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
+
+    def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last") -> None:
+        """Evaluate ``tokens`` at positions pos0.. in one pass (chunked by n_batch).
+
+        ``outputs`` is ``"last"`` (logits for the final token only: prefill and drafting)
+        or ``"all"`` (logits for every token: the verify pass).
+        """
+        ll = bindings()
+        n = len(tokens)
+        if outputs == "all" and n > self.params.n_outputs_max:
+            # llama.cpp would abort the process; this is a caller's bug, say so instead
+            raise ValueError(f"{n} output rows requested, the context was made for {self.params.n_outputs_max}")
+        start = 0
+        while start < n:
+            chunk = tokens[start : start + self._cap]
+            b = self._batch
+            k = len(chunk)
+            for i, t in enumerate(chunk):
+                b.token[i] = t
+                b.pos[i] = pos0 + start + i
+                b.logits[i] = outputs == "all"
+            if outputs == "last" and start + k == n:
+                b.logits[k - 1] = 1
+            b.n_tokens = k
+            abortable = k >= ABORTABLE_PASS
+            if abortable:
+                ll.llama_set_abort_callback(self._ptr, ABORT, None)
+            t0 = time.perf_counter()
+            with interrupts.native():
+                rc = ll.llama_decode(self._ptr, b)
+                self.busy_seconds += time.perf_counter() - t0
+                if abortable:
+                    ll.llama_set_abort_callback(self._ptr, NO_ABORT, None)  # a NULL callback
+            if rc != 0:
+                raise _decode_error(rc, self, pos0 + start + k)
+            start += k
+
+    def logits(self, i: int) -> np.ndarray:
+        """Logits of output row ``i`` (``-1`` = the last), as a numpy view valid until the next decode."""
+        ptr = bindings().llama_get_logits_ith(self._ptr, i)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp returned no logits for output {i}")
+        return np.frombuffer(ctypes.cast(ptr, self._logits_ptr_type).contents, dtype=np.float32)
+
+    # --- hidden states for draft heads (llama-ext.h) -----------------------------------------
+    def extract_layer_inputs(self, layer: int, enabled: bool = True) -> None:
+        """Make every decode keep the input of target layer ``layer`` for all its tokens."""
+        ext("llama_set_embeddings_layer_inp")(self._ptr, layer, enabled)
+
+    def layer_inputs(self, layer: int, n_tokens: int) -> np.ndarray:
+        """The extracted inputs of ``layer`` for the last decode's tokens: (n_tokens, n_embd),
+        a view valid until the next decode."""
+        ptr = ext("llama_get_embeddings_layer_inp")(self._ptr, layer)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp kept no hidden states of layer {layer} of {self.model.path.name}")
+        n = self.model.n_embd
+        return np.ctypeslib.as_array(ptr, shape=(n_tokens, n))
+
+    def output_hidden(self, enabled: bool, *, masked: bool) -> None:
+        """Keep the pre-norm hidden state ("nextn" embeddings) of output rows (masked) or of all rows."""
+        ext("llama_set_embeddings_nextn")(self._ptr, enabled, masked)
+
+    def hidden(self, n_rows: int) -> np.ndarray:
+        """The kept pre-norm hidden states of the last pass: (n_rows, n_embd), a view."""
+        ptr = ext("llama_get_embeddings_nextn")(self._ptr)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp kept no hidden states for {self.model.path.name}")
+        return np.ctypeslib.as_array(ptr, shape=(n_rows, self.model.n_embd))
+
+    def hidden_row(self, i: int) -> np.ndarray:
+        """The kept pre-norm hidden state of output row ``i``, a view."""
+        ptr = ext("llama_get_embeddings_nextn_ith")(self._ptr, i)
+        if not ptr:
+            raise SpecdecError(f"llama.cpp kept no hidden state for output {i}")
+        return np.ctypeslib.as_array(ptr, shape=(self.model.n_embd,))
+
+    def set_causal(self, causal: bool) -> None:
+        bindings().llama_set_causal_attn(self._ptr, causal)
+
+    def process(self, batch: ExtBatch, *, encode: bool = False) -> None:
+        """Run an extended batch (tokens, embeddings, or both per entry) through the decoder,
+        or through the encoder graph of an encoder-decoder draft head."""
+        if batch.size == 0:
+            return
+        t0 = time.perf_counter()
+        with interrupts.native():
+            rc = bindings().llama_process(self._ptr, PROCESS_ENCODE if encode else PROCESS_DECODE, batch._ptr)
+        self.busy_seconds += time.perf_counter() - t0
+        if rc != 0:
+            raise _decode_error(rc, self)
+
+    def pos_max(self) -> int:
+        """The highest position in the cache, -1 when empty."""
+        return int(bindings().llama_memory_seq_pos_max(self._mem, SEQ))
+
+    def kv_keep_until(self, pos: int) -> None:
+        """Drop every cached position >= pos: the rollback after a rejected draft."""
+        if not bindings().llama_memory_seq_rm(self._mem, SEQ, pos, -1):
+            raise SpecdecError(
+                f"{self.model.path.name} cannot roll back its cache (recurrent or hybrid memory)",
+                hint="speculative decoding needs a rollback-capable model; use --no-draft",
+            )
+
+    def kv_clear(self) -> None:
+        bindings().llama_memory_clear(self._mem, True)
+
+    def close(self) -> None:
+        ll = bindings()
+        if getattr(self, "_ptr", None):
+            ll.llama_batch_free(self._batch)
+            ll.llama_free(self._ptr)
+            self._ptr = None
+
+
+class ExtBatch(FreedOnCollect):
+    """llama.cpp's extended batch: entries carry a token, an embedding row, or both.
+
+    llama.cpp copies embedding rows into the batch when they are added, so callers may
+    reuse their buffers right away."""
+
+    def __init__(self, ctx: Context):
+        ll = bindings()
+        self._ptr = ll.llama_batch_ext_init(ctx._ptr)
+        if not self._ptr:
+            raise SpecdecError(f"llama.cpp could not make a batch for {ctx.model.path.name}")
+        self.size = 0
+        self._pos = (ll.llama_pos * 4)()
+
+    def clear(self) -> None:
+        bindings().llama_batch_ext_clear(self._ptr)
+        self.size = 0
+
+    def add(self, token: int | None, pos: int, *, output: bool, embd: np.ndarray | None = None) -> int:
+        """Append a token (``embd`` optional: a row fed beside it) or, with ``token=None``,
+        an embedding row alone; returns its index in the batch."""
+        ll = bindings()
+        row = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)  # alive until copied
+        if token is None:
+            idx = ll.llama_batch_ext_add_embd(self._ptr, SEQ, _embd(row))
+        else:
+            idx = ll.llama_batch_ext_add_token(self._ptr, SEQ, token)
+        if idx < 0:
+            raise SpecdecError(f"llama.cpp refused a batch entry (code {idx}): " + "; ".join(LOG.tail(1)))
+        p = self._pos
+        p[0] = p[1] = p[2] = pos
+        p[3] = 0
+        ll.llama_batch_ext_set_pos(self._ptr, idx, p)
+        if token is not None and row is not None and not ll.llama_batch_ext_set_embd_token(self._ptr, idx, _embd(row)):
+            raise SpecdecError("llama.cpp refused an embedding row: " + "; ".join(LOG.tail(1)))
+        if output:
+            ll.llama_batch_ext_set_output_logits(self._ptr, idx, True)
+        self.size += 1
+        return idx
+
+    def close(self) -> None:
+        if getattr(self, "_ptr", None):
+            bindings().llama_batch_ext_free(self._ptr)
+            self._ptr = None
+
+
+def _embd(row: np.ndarray):
+    """A ``llama_embd`` view of a contiguous float32 row; the caller keeps ``row`` alive
+    until llama.cpp has copied it."""
+    ll = bindings()
+    return ll.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[-1])
+
+
+def _decode_error(rc: int, ctx: Context, needed: int | None = None) -> SpecdecError:
+    if rc == 1:
+        return ContextFull(ctx.n_ctx, needed)
+    if rc == 2:  # aborted: a signal arrived during a long pass (interrupts.native raises it)
+        interrupts.raise_pending()
+        raise interrupts.Interrupted()
+    detail = "; ".join(LOG.tail(2)) or f"code {rc}"
+    return SpecdecError(f"llama_decode failed on {ctx.model.path.name}: {detail}")
