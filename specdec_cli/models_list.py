@@ -2,7 +2,7 @@
 
 Where specdec looks:
 
-- the Hugging Face hub cache (``HF_HOME`` / ``HF_HUB_CACHE``, as ``registry.hf_hub_cache``), every
+- the Hugging Face hub cache (``HF_HOME`` / ``HF_HUB_CACHE``, read by ``hub.cache``), every
   snapshot of every model repo, the snapshot ``refs/main`` names first;
 - folders passed by the caller, then the folders in ``SPECDEC_MODEL_DIRS`` (separated by
   ``os.pathsep``: ``:`` on Linux and macOS, ``;`` on Windows), searched recursively (hidden
@@ -14,7 +14,7 @@ size, and ``missing_shards`` when some parts are absent. Metadata comes from
 ``gguf_meta.read_gguf`` (no weights are read); a file it cannot read is listed with ``error`` set
 instead of being dropped.
 
-A registry pair is *complete* when ``registry.resolve_local`` finds both its files on this
+A registry pair is *complete* when ``hub.resolve_local`` finds both its files on this
 machine; each model lists the complete pairs it serves in, as target or as draft. The quants tried
 for a pair's target are its default quant plus every quant found among the local files, so a
 pair pulled with ``--quant Q8_0`` counts too.
@@ -29,8 +29,11 @@ from typing import Iterable
 
 from .errors import SpecdecError
 from .gguf_meta import read_gguf
-from .hub import _model_key, human_size, quant_of, shard_names, split_info
-from .registry import Registry, _snapshots, hf_hub_cache, resolve_local
+from .hub.cache import cached_gguf_files
+from .hub.filenames import model_key, quant_of, shard_names, split_info
+from .hub.local import resolve_local
+from .hub.sizes import human_size
+from .registry import Registry
 
 __all__ = ["MODEL_DIRS_ENV", "LocalModel", "model_dirs", "list_local_models", "human_size"]
 
@@ -103,8 +106,8 @@ def list_local_models(
     models: list[LocalModel] = []
     seen: set[Path] = set()
     if include_hf_cache:
-        for path, repo, rev in _hf_cache_files():
-            _add(models, seen, path, "hf-cache", repo, rev)
+        for f in cached_gguf_files():
+            _add(models, seen, f.path, "hf-cache", f.repo, f.revision)
     for folder in model_dirs(folders):
         if not folder.is_dir():
             continue
@@ -162,26 +165,6 @@ def _add(models: list[LocalModel], seen: set[Path], path: Path, source: str, rep
     models.append(model)
 
 
-def _hf_cache_files() -> list[tuple[Path, str, str]]:
-    """(path, org/repo, commit) of every complete GGUF in the HF cache's model snapshots."""
-    cache = hf_hub_cache()
-    if not cache.is_dir():
-        return []
-    out: list[tuple[Path, str, str]] = []
-    for repo_dir in sorted(cache.glob("models--*")):
-        bits = repo_dir.name.split("--")
-        if len(bits) < 3 or not repo_dir.is_dir():
-            continue
-        repo = "/".join(bits[1:3])
-        for snap in _snapshots(repo_dir):
-            for path in sorted(snap.rglob("*")):
-                if path.name.lower().endswith(".gguf") and path.is_file():  # is_file: the blob is complete
-                    out.append((path, repo, snap.name))
-    return out
-
-
-
-
 def _folder_files(folder: Path) -> list[Path]:
     out = []
     for root, dirs, files in os.walk(folder, followlinks=False):
@@ -199,7 +182,7 @@ def _mark_pairs(models: list[LocalModel], registry: Registry) -> None:
     # a model listed by its first shard is also found by its other shards' key
     by_key: dict[Path, LocalModel] = {}
     for m in models:
-        by_key[_real(m.path.parent) / _model_key(m.path.name)] = m
+        by_key[_real(m.path.parent) / model_key(m.path.name)] = m
     local_quants = sorted({m.quant for m in models if m.quant})
 
     def find(path: Path | None) -> LocalModel | None:
@@ -207,7 +190,7 @@ def _mark_pairs(models: list[LocalModel], registry: Registry) -> None:
             return None
         hit = by_real.get(_real(path))
         if hit is None:
-            hit = by_key.get(_real(path.parent) / _model_key(path.name))
+            hit = by_key.get(_real(path.parent) / model_key(path.name))
         return hit
 
     for entry in registry:

@@ -4,16 +4,14 @@ Speculative decoding only pays off with a draft that shares the target's vocabul
 (or was trained against it), and each pairing has settings that work. Rather than
 make users remember repo names and numbers, specdec ships ``pairs.toml`` with known
 pairings; users can add or override entries in ``~/.config/specdec/pairs.toml`` or a
-file passed with ``--registry``. This module parses and validates those files (one
-clear error per mistake) and finds the files of an entry that are already on disk,
-without downloading anything.
+file passed with ``--registry``. This module parses, validates (one clear error per
+mistake) and merges those files, and nothing more: finding an entry's files on disk
+or in the Hugging Face cache is ``specdec_cli.hub``'s job (``hub.resolve_local``).
 """
 
 from __future__ import annotations
 
 import difflib
-import fnmatch
-import os
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -21,13 +19,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from specdec_cli.errors import UsageError
+from specdec_cli.methods import Method
 
-METHODS = ("draft", "eagle3", "dflash", "dspark", "ngram")
+METHODS = Method.values()  # what an entry's method may say (specdec_cli.methods defines them)
 WILDCARD = "any"  # target_family / target_size value that matches every target
 
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")  # names, families and sizes
-_SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
-_GLOB_CHARS = set("*?[")
 
 
 class RegistryError(UsageError):
@@ -340,134 +337,4 @@ def _build_entry(raw: dict[str, Any], index: int, where: str) -> PairEntry:
     )
 
 
-# --------------------------------------------------------------------------- local files
-
-
-@dataclass
-class ResolvedFiles:
-    """What of an entry is already on disk; ``missing`` says, in words, what is not."""
-
-    target: Path | None
-    draft: Path | None
-    missing: list[str] = field(default_factory=list)
-
-
-def resolve_local(entry: PairEntry, quant: str | None = None) -> ResolvedFiles:
-    """Find the entry's target and draft GGUFs locally (``*_path`` first, then the HF cache). Never downloads."""
-    missing: list[str] = []
-
-    target: Path | None = None
-    if entry.target_path:
-        target = _local_path("target", entry.target_path, missing)
-    elif entry.target_repos and entry.target_file:
-        q = quant or entry.target_quant or "*"
-        pattern = entry.target_file.replace("{quant}", q)
-        for repo in entry.target_repos:
-            target = _find_in_hf_cache(repo, pattern)
-            if target:
-                break
-        else:
-            also = f"; also looked in {', '.join(entry.target_repos[1:])}" if len(entry.target_repos) > 1 else ""
-            missing.append(f"target {entry.target_repos[0]}/{pattern} (not in the Hugging Face cache{also})")
-    else:
-        missing.append(f"target {entry.target_family} {entry.target_size} (the entry names no target_path or target_repos)")
-
-    draft: Path | None = None
-    if entry.method != "ngram":
-        if entry.draft_path:
-            draft = _local_path("draft", entry.draft_path, missing)
-        elif entry.draft_repo:
-            draft = _find_in_hf_cache(entry.draft_repo, entry.draft_file)
-            if draft is None:
-                missing.append(f"draft {entry.draft_repo}/{entry.draft_file} (not in the Hugging Face cache)")
-        else:  # a validated entry always has one of the two
-            missing.append("draft (the entry names no draft_path or draft_repo)")
-    return ResolvedFiles(target=target, draft=draft, missing=missing)
-
-
-def _local_path(side: str, value: str, missing: list[str]) -> Path | None:
-    path = Path(value).expanduser()
-    if path.is_file():
-        return path
-    missing.append(f"{side} {value} (the {side}_path does not exist)")
-    return None
-
-
-def hf_hub_cache() -> Path:
-    """The Hugging Face hub cache directory, as huggingface_hub sees it (HF_HOME / HF_HUB_CACHE)."""
-    try:
-        from huggingface_hub import constants
-
-        return Path(constants.HF_HUB_CACHE)
-    except ImportError:  # same rules as huggingface_hub, for environments without it
-        env = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
-        if env:
-            return Path(env).expanduser()
-        home = os.environ.get("HF_HOME") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-        )
-        return Path(home).expanduser() / "hub"
-
-
-def _find_in_hf_cache(repo: str, pattern: str) -> Path | None:
-    """A cached file of ``repo`` matching ``pattern`` (exact name or glob, case-insensitive).
-
-    For a split GGUF (``-00001-of-0000N.gguf``) the first shard stands for the whole.
-    """
-    cache = hf_hub_cache()
-    if not _GLOB_CHARS & set(pattern):
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(repo, pattern, cache_dir=cache)
-            if isinstance(hit, str) and os.path.isfile(hit):
-                return Path(hit)
-        except Exception:  # no huggingface_hub, or a name it rejects: the walk below still applies
-            pass
-
-    repo_dir = cache / ("models--" + repo.replace("/", "--"))
-    for snapshot in _snapshots(repo_dir):
-        hits = sorted(p for p in snapshot.rglob("*") if _cached_file_matches(p, snapshot, pattern))
-        if hits:
-            return hits[0]
-    return None
-
-
-def _snapshots(repo_dir: Path) -> list[Path]:
-    """The repo's snapshot folders: the one ``refs/main`` points at first, then newest first."""
-    snap_root = repo_dir / "snapshots"
-    if not snap_root.is_dir():
-        return []
-    snaps = sorted((p for p in snap_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    try:
-        main = (repo_dir / "refs" / "main").read_text().strip()
-    except OSError:
-        main = ""
-    snaps.sort(key=lambda p: p.name != main)  # stable: keeps mtime order among the rest
-    return snaps
-
-
-def _cached_file_matches(path: Path, snapshot: Path, pattern: str) -> bool:
-    if not path.is_file():  # also skips links to blobs that are not fully downloaded
-        return False
-    pat = pattern.lower()
-    rel = path.relative_to(snapshot).as_posix().lower()
-    candidate = rel if "/" in pat else path.name.lower()
-    if fnmatch.fnmatchcase(candidate, pat):
-        later_shard = not _first_shard_or_single(candidate) and not _SHARD_RE.search(pat)
-        return not later_shard and not _is_projector(candidate, pat)
-    shard = _SHARD_RE.search(candidate)
-    if shard and int(shard.group(1)) == 1:  # match "x-00001-of-00003.gguf" against "x.gguf"
-        whole = candidate[: shard.start()] + ".gguf"
-        return fnmatch.fnmatchcase(whole, pat) and not _is_projector(whole, pat)
-    return False
-
-
-def _first_shard_or_single(name: str) -> bool:
-    shard = _SHARD_RE.search(name)
-    return shard is None or int(shard.group(1)) == 1
-
-
-def _is_projector(name: str, pattern: str) -> bool:
-    """Multimodal projector GGUFs sit next to the model; a broad glob must not pick one."""
-    return Path(name).name.startswith("mmproj") and not Path(pattern).name.startswith("mmproj")
+# --------------------------------------------------------------------------- moved names

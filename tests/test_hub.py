@@ -22,7 +22,8 @@ from fake_hub import FakeHub, sha256, write_split_gguf
 from specdec_cli import hub as H
 from specdec_cli.errors import EXIT_USAGE, SpecdecError, UsageError
 from specdec_cli.gguf_meta import read_gguf
-from specdec_cli.registry import PairEntry, resolve_local
+from specdec_cli.hub import resolve_local
+from specdec_cli.registry import PairEntry
 from tiny_models import write_llama_gguf
 
 REPO = "specdec-test/tiny-GGUF"
@@ -400,7 +401,7 @@ def test_offline_names_files_and_command(env, hub, monkeypatch):
     )
     with pytest.raises(H.OfflineError) as err:
         H.pull(tiny_pair(), "Q4_K_M", confirm=lambda plan: pytest.fail("asked to confirm while offline"))
-    # the target is named in the first of the pair's target_repos, as registry.resolve_local does
+    # the target is named in the first of the pair's target_repos, as hub.resolve_local does
     assert err.value.missing == ["specdec-test/gone-GGUF/tiny-Q4_K_M.gguf", f"{DRAFT_REPO}/tiny-draft-Q8_0.gguf"]
     assert err.value.command == "specdec pull tiny+draft --quant Q4_K_M"
     assert hub.requests(telemetry=True) == []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specdec_cli import hub as H
 from specdec_cli import registry as R
 from specdec_cli.errors import UsageError
 
@@ -301,38 +302,35 @@ def test_resolve_with_local_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     target = write(tmp_path / "models" / "target.gguf", "x")
     draft = write(tmp_path / "models" / "draft.gguf", "x")
-    got = R.resolve_local(entry(target_path="~/models/target.gguf", draft_path=str(draft)))
+    got = H.resolve_local(entry(target_path="~/models/target.gguf", draft_path=str(draft)))
     assert (got.target, got.draft, got.missing) == (target, draft, [])
 
-    got = R.resolve_local(entry(target_path=str(target), draft_path="~/models/gone.gguf"))
+    got = H.resolve_local(entry(target_path=str(target), draft_path="~/models/gone.gguf"))
     assert got.target == target and got.draft is None
     assert len(got.missing) == 1 and got.missing[0].startswith("draft ~/models/gone.gguf")
 
 
 def test_resolve_ngram_has_no_draft(tmp_path):
     target = write(tmp_path / "t.gguf", "x")
-    got = R.resolve_local(entry(method="ngram", target_family="any", target_size="any", target_path=str(target)))
+    got = H.resolve_local(entry(method="ngram", target_family="any", target_size="any", target_path=str(target)))
     assert got.draft is None and got.missing == []
 
 
 def test_resolve_without_any_target_source():
-    got = R.resolve_local(entry(draft_path="/nonexistent/d.gguf"))
+    got = H.resolve_local(entry(draft_path="/nonexistent/d.gguf"))
     assert got.target is None and len(got.missing) == 2
     assert got.missing[0].startswith("target qwen3 8b")
 
 
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch):
-    """An empty Hugging Face hub cache under tmp_path, seen by huggingface_hub (if installed) and us."""
+    """An empty Hugging Face hub cache under tmp_path, seen by huggingface_hub and us."""
+    from huggingface_hub import constants
+
     cache = tmp_path / "hf" / "hub"
     cache.mkdir(parents=True)
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        pass
-    else:
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     return cache
 
 
@@ -353,25 +351,26 @@ def cache_file(cache: Path, repo: str, filename: str, sha: str = "a" * 40, main:
 
 
 def test_fake_cache_is_what_huggingface_hub_sees(hf_cache):
-    hub = pytest.importorskip("huggingface_hub")
+    import huggingface_hub as hub
+
     snap = cache_file(hf_cache, "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf")
     assert hub.try_to_load_from_cache("Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf") == str(snap)
-    assert R.hf_hub_cache() == hf_cache
+    assert H.hf_hub_cache() == hf_cache
 
 
 def test_resolve_from_hf_cache(hf_cache):
     e = R.load_registry().get("qwen3-8b+0.6b")
-    assert R.resolve_local(e).missing == [
+    assert H.resolve_local(e).missing == [
         "target Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf (not in the Hugging Face cache; also looked in unsloth/Qwen3-8B-GGUF)",
         "draft Qwen/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf (not in the Hugging Face cache)",
     ]
     draft = cache_file(hf_cache, "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf")
     target = cache_file(hf_cache, "unsloth/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf")  # second repo
     cache_file(hf_cache, "unsloth/Qwen3-8B-GGUF", "Qwen3-8B-Q8_0.gguf")
-    got = R.resolve_local(e)
+    got = H.resolve_local(e)
     assert (got.target, got.draft, got.missing) == (target, draft, [])
-    assert R.resolve_local(e, quant="Q8_0").target.name == "Qwen3-8B-Q8_0.gguf"
-    assert R.resolve_local(e, quant="Q2_K").target is None
+    assert H.resolve_local(e, quant="Q8_0").target.name == "Qwen3-8B-Q8_0.gguf"
+    assert H.resolve_local(e, quant="Q2_K").target is None
 
 
 def test_resolve_case_insensitive_and_split(hf_cache):
@@ -380,7 +379,7 @@ def test_resolve_case_insensitive_and_split(hf_cache):
     for i in (2, 1, 3):
         cache_file(hf_cache, "Qwen/Qwen2.5-Coder-32B-Instruct-GGUF",
                    f"qwen2.5-coder-32b-instruct-q4_k_m-0000{i}-of-00003.gguf")
-    got = R.resolve_local(e)  # template says Q4_K_M, files are lowercase and split
+    got = H.resolve_local(e)  # template says Q4_K_M, files are lowercase and split
     assert got.missing == []
     assert got.target.name == "qwen2.5-coder-32b-instruct-q4_k_m-00001-of-00003.gguf"
     assert got.draft.name == "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
@@ -392,6 +391,6 @@ def test_resolve_glob_draft_skips_projectors_and_prefers_main(hf_cache):
     cache_file(hf_cache, repo, "old.gguf", sha="b" * 40, main=False)
     new = cache_file(hf_cache, repo, "sub/dspark-q8_0.gguf")
     e = entry(method="dspark", draft_repo=repo, target_path="/nonexistent.gguf")
-    got = R.resolve_local(e)
+    got = H.resolve_local(e)
     assert got.draft == new
     assert got.missing == ["target /nonexistent.gguf (the target_path does not exist)"]
