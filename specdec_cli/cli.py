@@ -3,21 +3,27 @@
 Conventions every command follows: stdout carries only the generated text (or JSON with
 ``--json``); notes, warnings and the summary go to stderr; foreseen failures print one
 ``error:`` line and exit non-zero (2 for bad input, 1 for a request that cannot be done,
-130 for Ctrl-C).
+130 for Ctrl-C). Each command builds its request explicitly from its options (shared ones
+are declared once in ``commands/options.py``) and hands it to a function in ``commands/``.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
 from . import console, interrupts
+from .commands.options import (
+    CacheType, CacheTypeKOpt, CacheTypeVOpt, CtxOpt, DraftOpt, FlashAttn, FlashAttnOpt, JsonOpt, MarginOpt,
+    MaxTokensOpt, MethodFilterOpt, NgldOpt, NglOpt, PairOpt, QuantOpt, RegistryOpt, RunMethodOpt, TargetOpt,
+    TempOpt, ThreadsOpt, VerboseOpt, VerifyOpt, YesOpt, plain, verify_list,
+)
 from .errors import EXIT_USAGE, SpecdecError
+from .methods import VerifyMode
 
 app = typer.Typer(
     name="specdec",
@@ -27,17 +33,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-FlashAttn = Enum("FlashAttn", {v: v for v in ("auto", "on", "off")}, type=str)
-CacheType = Enum("CacheType", {v: v for v in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")}, type=str)
-
-NglOpt = typer.Option("auto", "-ngl", "--gpu-layers", help="Target layers on the GPU: auto (the most that fit), all, or a number.")
-NgldOpt = typer.Option("auto", "-ngld", "--gpu-layers-draft", help="Draft layers on the GPU: auto, all, or a number.")
-MarginOpt = typer.Option(1.0, "--margin", min=0.0, help="GiB to keep free on each GPU when choosing the offload.")
-QuantOpt = typer.Option(None, "--quant", help="Quant of the target to use or fetch, e.g. Q4_K_M (default: the pair's).")
-YesOpt = typer.Option(False, "--yes", "-y", help="Download missing files without asking.")
-RegistryOpt = typer.Option(None, "--registry", help="Extra pairs.toml to merge over the built-in and user registries.")
-JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
 
 
 class _Escaped(Exception):
@@ -64,21 +59,29 @@ def command(*args, **kwargs):
     return register
 
 
+def _load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose):
+    from .commands.loading import LoadOptions
+
+    return LoadOptions(ctx=ctx, threads=threads, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft,
+                       margin=margin, flash_attn=plain(flash_attn), cache_type_k=plain(cache_type_k),
+                       cache_type_v=plain(cache_type_v), verbose=verbose)
+
+
 # --- registry and metadata ------------------------------------------------------------------
 
 
 @command()
 def pairs(
-    method: Optional[str] = typer.Option(None, "--method", help="Only this method: draft, eagle3, dflash, dspark, ngram."),
-    target: Optional[str] = typer.Option(None, "--target", help="Only entries whose target matches this text."),
-    as_json: bool = JsonOpt,
-    registry: Optional[Path] = RegistryOpt,
+    method: MethodFilterOpt = None,
+    target: Annotated[Optional[str], typer.Option("--target", help="Only entries whose target matches this text.")] = None,
+    as_json: JsonOpt = False,
+    registry: RegistryOpt = None,
 ) -> None:
     """List the registry of target/draft pairs."""
     from .registry import load_registry
     from .views import pairs_table
 
-    entries = load_registry(registry).filter(method=method, target=target)
+    entries = load_registry(registry).filter(method=plain(method), target=target)
     if as_json:
         console.write_json([e.to_dict() for e in entries])
     else:
@@ -87,8 +90,8 @@ def pairs(
 
 @command()
 def inspect(
-    file: Path = typer.Argument(..., help="A GGUF file."),
-    as_json: bool = JsonOpt,
+    file: Annotated[Path, typer.Argument(help="A GGUF file.")],
+    as_json: JsonOpt = False,
 ) -> None:
     """Show a GGUF's metadata (architecture, sizes, vocabulary, chat template, draft method) without loading weights."""
     from .gguf_meta import read_gguf
@@ -101,11 +104,14 @@ def inspect(
         info_table(info)
 
 
+TargetFileOpt = Annotated[Path, typer.Option("--target", "-t", help="Target GGUF.")]
+
+
 @command()
 def check(
-    target: Path = typer.Option(..., "--target", "-t", help="Target GGUF."),
-    draft: Path = typer.Option(..., "--draft", "-d", help="Draft GGUF."),
-    as_json: bool = JsonOpt,
+    target: TargetFileOpt,
+    draft: Annotated[Path, typer.Option("--draft", "-d", help="Draft GGUF.")],
+    as_json: JsonOpt = False,
 ) -> None:
     """Say whether a draft can serve a target, before loading any weights. Exit 0 compatible, 1 not, 2 usage error."""
     from .compat import check_pair
@@ -126,9 +132,9 @@ def check(
 
 @command()
 def pull(
-    what: str = typer.Argument(..., help="A registry pair name, or a model reference: hf://org/repo/file.gguf, org/repo:Q4_K_M."),
-    quant: Optional[str] = QuantOpt,
-    registry: Optional[Path] = RegistryOpt,
+    what: Annotated[str, typer.Argument(help="A registry pair name, or a model reference: hf://org/repo/file.gguf, org/repo:Q4_K_M.")],
+    quant: QuantOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Download a pair's target and draft GGUFs (or one model) into the Hugging Face cache; print their paths."""
     from dataclasses import replace
@@ -151,9 +157,9 @@ def pull(
 
 @command()
 def models(
-    dirs: list[Path] = typer.Option([], "--dir", help="Also look in this folder (repeatable; SPECDEC_MODEL_DIRS too)."),
-    as_json: bool = JsonOpt,
-    registry: Optional[Path] = RegistryOpt,
+    dirs: Annotated[list[Path], typer.Option("--dir", help="Also look in this folder (repeatable; SPECDEC_MODEL_DIRS too).")] = [],  # noqa: B006
+    as_json: JsonOpt = False,
+    registry: RegistryOpt = None,
 ) -> None:
     """List the GGUFs on this machine (Hugging Face cache and folders) and the registry pairs they complete."""
     from .models_list import list_local_models
@@ -172,68 +178,74 @@ def models(
 
 @command()
 def run(
-    prompt: Optional[str] = typer.Argument(None, help="The prompt. Or use -f FILE, or pipe it on stdin."),
-    file: Optional[Path] = typer.Option(None, "-f", "--file", help="Read the prompt from FILE."),
-    pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name (specdec pairs)."),
-    target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft GGUF path."),
-    no_draft: bool = typer.Option(False, "--no-draft", help="Run the target alone (the baseline)."),
-    chat: bool = typer.Option(False, "--chat", help="Apply the target's chat template."),
-    system: Optional[str] = typer.Option(None, "--system", help="System message (with --chat)."),
-    max_tokens: int = typer.Option(256, "-n", "--max-tokens", min=1, help="Most tokens to generate."),
-    temp: float = typer.Option(0.0, "--temp", min=0.0, help="Temperature; 0 = greedy."),
-    top_k: int = typer.Option(40, "--top-k", min=0, help="Top-k sampling (0 = off)."),
-    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help="Top-p sampling (1 = off)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed (random if unset; reported in --json)."),
-    stop: list[str] = typer.Option([], "--stop", help="Stop at this string (repeatable)."),
-    ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default: physical cores)."),
-    gpu_layers: str = NglOpt,
-    gpu_layers_draft: str = NgldOpt,
-    margin: float = MarginOpt,
-    force: bool = typer.Option(False, "--force", help="Run even if the memory check says it does not fit."),
-    draft_max: Optional[int] = typer.Option(None, "--draft-max", min=1, max=64, help="Most tokens drafted per step."),
-    draft_min: Optional[int] = typer.Option(None, "--draft-min", min=0, help="Drop drafts shorter than this."),
-    draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", min=0.0, max=1.0, help="Stop drafting below this draft confidence."),
-    flash_attn: FlashAttn = typer.Option(FlashAttn.auto, "--flash-attn", help="Flash attention."),
-    cache_type_k: CacheType = typer.Option(CacheType.f16, "--cache-type-k", help="KV cache type for K."),
-    cache_type_v: CacheType = typer.Option(CacheType.f16, "--cache-type-v", help="KV cache type for V."),
-    batch: Optional[Path] = typer.Option(None, "--batch", help="JSONL (prompt / messages per line) or plain lines: one JSON result per line on stdout."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (text, tokens, timings, counts) instead of the text."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
-    show_accept: bool = typer.Option(False, "--show-accept", help="Colour the tokens the draft proposed (terminal only)."),
-    explain_divergence: bool = typer.Option(False, "--explain-divergence", help="Also run without the draft and show where (and why) the outputs differ."),
-    verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
-    registry: Optional[Path] = RegistryOpt,
-    quant: Optional[str] = QuantOpt,
-    yes: bool = YesOpt,
-    method: Optional[str] = typer.Option(None, "--method", help="Drafting method. Default auto: per step, n-gram lookup, the draft model or none, "
-    "whichever the measured costs say is fastest (draft heads run as themselves). Or force draft, eagle3, dflash, dspark "
-    "or ngram (fixed-length llama.cpp-style drafting)."),
-    verify: str = typer.Option("auto", "--verify", help="At --temp > 0: exact (speculative sampling), match (llama.cpp's sample-then-match), or auto (exact where the drafter samples)."),
+    prompt: Annotated[Optional[str], typer.Argument(help="The prompt. Or use -f FILE, or pipe it on stdin.")] = None,
+    file: Annotated[Optional[Path], typer.Option("-f", "--file", help="Read the prompt from FILE.")] = None,
+    pair: PairOpt = None,
+    target: TargetOpt = None,
+    draft: DraftOpt = None,
+    no_draft: Annotated[bool, typer.Option("--no-draft", help="Run the target alone (the baseline).")] = False,
+    chat: Annotated[bool, typer.Option("--chat", help="Apply the target's chat template.")] = False,
+    system: Annotated[Optional[str], typer.Option("--system", help="System message (with --chat).")] = None,
+    max_tokens: MaxTokensOpt = 256,
+    temp: TempOpt = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k", min=0, help="Top-k sampling (0 = off).")] = 40,
+    top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="Top-p sampling (1 = off).")] = 0.95,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Sampling seed (random if unset; reported in --json).")] = None,
+    stop: Annotated[list[str], typer.Option("--stop", help="Stop at this string (repeatable).")] = [],  # noqa: B006
+    ctx: CtxOpt = 4096,
+    threads: ThreadsOpt = None,
+    gpu_layers: NglOpt = "auto",
+    gpu_layers_draft: NgldOpt = "auto",
+    margin: MarginOpt = 1.0,
+    force: Annotated[bool, typer.Option("--force", help="Run even if the memory check says it does not fit.")] = False,
+    draft_max: Annotated[Optional[int], typer.Option("--draft-max", min=1, max=64, help="Most tokens drafted per step.")] = None,
+    draft_min: Annotated[Optional[int], typer.Option("--draft-min", min=0, help="Drop drafts shorter than this.")] = None,
+    draft_p_min: Annotated[Optional[float], typer.Option("--draft-p-min", min=0.0, max=1.0, help="Stop drafting below this draft confidence.")] = None,
+    flash_attn: FlashAttnOpt = FlashAttn.AUTO,
+    cache_type_k: CacheTypeKOpt = CacheType.F16,
+    cache_type_v: CacheTypeVOpt = CacheType.F16,
+    batch: Annotated[Optional[Path], typer.Option("--batch", help="JSONL (prompt / messages per line) or plain lines: one JSON result per line on stdout.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, tokens, timings, counts) instead of the text.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
+    show_accept: Annotated[bool, typer.Option("--show-accept", help="Colour the tokens the draft proposed (terminal only).")] = False,
+    explain_divergence: Annotated[bool, typer.Option("--explain-divergence", help="Also run without the draft and show where (and why) the outputs differ.")] = False,
+    verbose: VerboseOpt = False,
+    registry: RegistryOpt = None,
+    quant: QuantOpt = None,
+    yes: YesOpt = False,
+    method: RunMethodOpt = None,
+    verify: VerifyOpt = VerifyMode.AUTO,
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""
-    from .run_command import RunRequest, run_request
+    from .commands.run import RunRequest, run_request
+    from .plan import DraftFlags, ModelChoice
 
-    args = {k: v.value if isinstance(v, Enum) else v for k, v in locals().items()}
-    req = RunRequest(**{k: v for k, v in args.items() if k in RunRequest.__dataclass_fields__})
-    code = run_request(req)
-    raise typer.Exit(code)
+    req = RunRequest(
+        prompt=prompt, file=file,
+        models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
+        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
+        draft=DraftFlags(draft_max=draft_max, draft_min=draft_min, p_min=draft_p_min),
+        registry=registry, yes=yes, no_draft=no_draft, method=plain(method), chat=chat, system=system,
+        max_tokens=max_tokens, temp=temp, top_k=top_k, top_p=top_p, seed=seed, stop=tuple(stop),
+        verify=plain(verify), force=force, batch=batch, as_json=as_json, quiet=quiet, show_accept=show_accept,
+        explain_divergence=explain_divergence,
+    )
+    raise typer.Exit(run_request(req))
 
 
 @command()
 def budget(
-    target: Path = typer.Option(..., "--target", "-t", help="Target GGUF."),
-    draft: Optional[Path] = typer.Option(None, "--draft", "-d", help="Draft GGUF."),
-    ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
-    gpu_layers: str = NglOpt,
-    gpu_layers_draft: str = NgldOpt,
-    margin: float = MarginOpt,
-    draft_max: int = typer.Option(4, "--draft-max", min=1, max=64, help="Draft length (sizes the target's output buffer)."),
-    flash_attn: FlashAttn = typer.Option(FlashAttn.auto, "--flash-attn", help="Flash attention."),
-    cache_type_k: CacheType = typer.Option(CacheType.f16, "--cache-type-k", help="KV cache type for K."),
-    cache_type_v: CacheType = typer.Option(CacheType.f16, "--cache-type-v", help="KV cache type for V."),
-    as_json: bool = JsonOpt,
+    target: TargetFileOpt,
+    draft: Annotated[Optional[Path], typer.Option("--draft", "-d", help="Draft GGUF.")] = None,
+    ctx: CtxOpt = 4096,
+    gpu_layers: NglOpt = "auto",
+    gpu_layers_draft: NgldOpt = "auto",
+    margin: MarginOpt = 1.0,
+    draft_max: Annotated[int, typer.Option("--draft-max", min=1, max=64, help="Draft length (sizes the target's output buffer).")] = 4,
+    flash_attn: FlashAttnOpt = FlashAttn.AUTO,
+    cache_type_k: CacheTypeKOpt = CacheType.F16,
+    cache_type_v: CacheTypeVOpt = CacheType.F16,
+    as_json: JsonOpt = False,
 ) -> None:
     """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
     from .budget import parse_layers, plan, suggestions
@@ -243,8 +255,8 @@ def budget(
     tinfo = read_gguf(target)
     dinfo = read_gguf(draft) if draft else None
     est = plan(
-        tinfo, dinfo, n_ctx=ctx, cache_type_k=cache_type_k.value, cache_type_v=cache_type_v.value,
-        flash_attn=flash_attn.value, draft_max=draft_max, margin_gib=margin,
+        tinfo, dinfo, n_ctx=ctx, cache_type_k=plain(cache_type_k), cache_type_v=plain(cache_type_v),
+        flash_attn=plain(flash_attn), draft_max=draft_max, margin_gib=margin,
         ngl_target=parse_layers(gpu_layers, "-ngl"), ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
     )
     if as_json:
@@ -259,68 +271,76 @@ def budget(
 
 @command()
 def bench(
-    pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name."),
-    target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft GGUF path."),
-    scenarios: Optional[str] = typer.Option(None, "--scenarios", help="Comma-separated: documents, code, agent, json, qa, creative (default: all)."),
-    prompts: Optional[Path] = typer.Option(None, "--prompts", help="Your own prompt set (JSONL: prompt or messages per line)."),
-    chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the chat template to plain prompts."),
-    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs of each prompt and setting."),
-    max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens per generation."),
-    draft_max: str = typer.Option("4", "--draft-max", help="Draft lengths to try, e.g. 1,2,4,8,16."),
-    p_min: str = typer.Option("0.5", "--p-min", help="Draft confidence thresholds to try, e.g. 0,0.5,0.8."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write every figure, per prompt too, to this file."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw tokens/s and speedups to FILE.png or .svg (needs specdec[plot])."),
-    save: bool = typer.Option(False, "--save", help="Store the recommended setting for this pair; `run` then uses it."),
-    ctx: int = typer.Option(4096, "--ctx", "-c", min=16, help="Context size in tokens."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads."),
-    gpu_layers: str = NglOpt,
-    gpu_layers_draft: str = NgldOpt,
-    margin: float = MarginOpt,
-    flash_attn: FlashAttn = typer.Option(FlashAttn.auto, "--flash-attn", help="Flash attention."),
-    cache_type_k: CacheType = typer.Option(CacheType.f16, "--cache-type-k", help="KV cache type for K."),
-    cache_type_v: CacheType = typer.Option(CacheType.f16, "--cache-type-v", help="KV cache type for V."),
-    verbose: bool = typer.Option(False, "--verbose", help="Show llama.cpp's own log."),
-    registry: Optional[Path] = RegistryOpt,
-    quant: Optional[str] = QuantOpt,
-    yes: bool = YesOpt,
-    temp: float = typer.Option(0.0, "--temp", min=0.0, help="Temperature (0 = greedy, where outputs are compared)."),
-    verify: str = typer.Option("auto", "--verify", help="At --temp > 0, rules to compare, e.g. exact,match."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed at --temp > 0."),
+    pair: PairOpt = None,
+    target: TargetOpt = None,
+    draft: DraftOpt = None,
+    scenarios: Annotated[Optional[str], typer.Option("--scenarios", help="Comma-separated: documents, code, agent, json, qa, creative (default: all).")] = None,
+    prompts: Annotated[Optional[Path], typer.Option("--prompts", help="Your own prompt set (JSONL: prompt or messages per line).")] = None,
+    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the chat template to plain prompts.")] = True,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each prompt and setting.")] = 3,
+    max_tokens: Annotated[int, typer.Option("-n", "--max-tokens", min=1, help="Tokens per generation.")] = 128,
+    draft_max: Annotated[str, typer.Option("--draft-max", help="Draft lengths to try, e.g. 1,2,4,8,16.")] = "4",
+    p_min: Annotated[str, typer.Option("--p-min", help="Draft confidence thresholds to try, e.g. 0,0.5,0.8.")] = "0.5",
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every figure, per prompt too, to this file.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw tokens/s and speedups to FILE.png or .svg (needs specdec[plot]).")] = None,
+    save: Annotated[bool, typer.Option("--save", help="Store the recommended setting for this pair; `run` then uses it.")] = False,
+    ctx: CtxOpt = 4096,
+    threads: ThreadsOpt = None,
+    gpu_layers: NglOpt = "auto",
+    gpu_layers_draft: NgldOpt = "auto",
+    margin: MarginOpt = 1.0,
+    flash_attn: FlashAttnOpt = FlashAttn.AUTO,
+    cache_type_k: CacheTypeKOpt = CacheType.F16,
+    cache_type_v: CacheTypeVOpt = CacheType.F16,
+    verbose: VerboseOpt = False,
+    registry: RegistryOpt = None,
+    quant: QuantOpt = None,
+    yes: YesOpt = False,
+    temp: Annotated[float, typer.Option("--temp", min=0.0, help="Temperature (0 = greedy, where outputs are compared).")] = 0.0,
+    verify: Annotated[str, typer.Option("--verify", callback=verify_list, help=f"At --temp > 0, rules to compare, e.g. exact,match (of {', '.join(VerifyMode.values())}).")] = "auto",
+    seed: Annotated[int, typer.Option("--seed", help="Sampling seed at --temp > 0.")] = 0,
 ) -> None:
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
-    from .bench.command import BenchRequest, run_bench_request
+    from .commands.bench import BenchRequest, run_bench_request
+    from .plan import ModelChoice
 
-    args = {k: v.value if isinstance(v, Enum) else v for k, v in locals().items()}
-    req = BenchRequest(**{k: v for k, v in args.items() if k in BenchRequest.__dataclass_fields__})
+    req = BenchRequest(
+        models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
+        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
+        registry=registry, yes=yes, scenarios=scenarios, prompts=prompts, chat=chat, repeats=repeats,
+        max_tokens=max_tokens, draft_max=draft_max, p_min=p_min, json_out=json_out, plot=plot, save=save,
+        temp=temp, verify=tuple(plain(v) for v in verify), seed=seed,
+    )
     raise typer.Exit(run_bench_request(req))
 
 
 @command("export")
 def export_cmd(
-    to: str = typer.Option(..., "--to", help="llama-server, vllm or sglang."),
-    pair: Optional[str] = typer.Option(None, "--pair", "-p", help="A registry pair name."),
-    target: Optional[str] = typer.Option(None, "--target", "-t", help="Target GGUF path (or checkpoint for vLLM/SGLang)."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft GGUF path (or checkpoint)."),
-    draft_max: Optional[int] = typer.Option(None, "--draft-max", min=1, max=64, help="Override the draft length."),
-    draft_min: Optional[int] = typer.Option(None, "--draft-min", min=0, help="Override the minimum draft length."),
-    draft_p_min: Optional[float] = typer.Option(None, "--draft-p-min", min=0.0, max=1.0, help="Override p-min."),
-    ctx: Optional[int] = typer.Option(None, "--ctx", "-c", min=16, help="Context size for the server."),
-    gpu_layers: Optional[int] = typer.Option(None, "-ngl", "--gpu-layers", min=-1, help="Target GPU layers (llama-server)."),
-    gpu_layers_draft: Optional[int] = typer.Option(None, "-ngld", "--gpu-layers-draft", min=-1, help="Draft GPU layers (llama-server)."),
-    tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel-size", "-tp", min=1, help="GPUs to shard over (vLLM/SGLang)."),
-    target_repo: Optional[str] = typer.Option(None, "--target-repo", help="The target's Hugging Face checkpoint (vLLM/SGLang load those, not GGUF)."),
-    draft_repo: Optional[str] = typer.Option(None, "--draft-repo", help="The draft's Hugging Face checkpoint (vLLM/SGLang)."),
-    as_json: bool = JsonOpt,
-    registry: Optional[Path] = RegistryOpt,
+    to: Annotated[str, typer.Option("--to", help="llama-server, vllm or sglang.")],
+    pair: PairOpt = None,
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target GGUF path (or checkpoint for vLLM/SGLang).")] = None,
+    draft: Annotated[Optional[str], typer.Option("--draft", "-d", help="Draft GGUF path (or checkpoint).")] = None,
+    draft_max: Annotated[Optional[int], typer.Option("--draft-max", min=1, max=64, help="Override the draft length.")] = None,
+    draft_min: Annotated[Optional[int], typer.Option("--draft-min", min=0, help="Override the minimum draft length.")] = None,
+    draft_p_min: Annotated[Optional[float], typer.Option("--draft-p-min", min=0.0, max=1.0, help="Override p-min.")] = None,
+    ctx: Annotated[Optional[int], typer.Option("--ctx", "-c", min=16, help="Context size for the server.")] = None,
+    gpu_layers: Annotated[Optional[int], typer.Option("-ngl", "--gpu-layers", min=-1, help="Target GPU layers (llama-server).")] = None,
+    gpu_layers_draft: Annotated[Optional[int], typer.Option("-ngld", "--gpu-layers-draft", min=-1, help="Draft GPU layers (llama-server).")] = None,
+    tensor_parallel: Annotated[Optional[int], typer.Option("--tensor-parallel-size", "-tp", min=1, help="GPUs to shard over (vLLM/SGLang).")] = None,
+    target_repo: Annotated[Optional[str], typer.Option("--target-repo", help="The target's Hugging Face checkpoint (vLLM/SGLang load those, not GGUF).")] = None,
+    draft_repo: Annotated[Optional[str], typer.Option("--draft-repo", help="The draft's Hugging Face checkpoint (vLLM/SGLang).")] = None,
+    as_json: JsonOpt = False,
+    registry: RegistryOpt = None,
 ) -> None:
     """Print a ready-to-run llama-server, vLLM or SGLang command for the same pair and settings."""
-    from .export_command import export_pair
+    from .commands.export import ServerOptions, export_pair
+    from .plan import DraftFlags, ModelChoice
 
     out = export_pair(
-        to, pair=pair, target=target, draft=draft, registry=registry, draft_max=draft_max, draft_min=draft_min,
-        p_min=draft_p_min, ctx=ctx, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft,
-        tensor_parallel=tensor_parallel, target_repo=target_repo, draft_repo=draft_repo,
+        to, ModelChoice(pair=pair, target=target, draft=draft), registry=registry,
+        flags=DraftFlags(draft_max=draft_max, draft_min=draft_min, p_min=draft_p_min),
+        server=ServerOptions(ctx=ctx, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft,
+                             tensor_parallel=tensor_parallel, target_repo=target_repo, draft_repo=draft_repo),
     )
     if as_json:
         console.write_json(out.to_dict())
@@ -332,7 +352,7 @@ def export_cmd(
 
 @command()
 def demo(
-    max_tokens: int = typer.Option(128, "-n", "--max-tokens", min=1, help="Tokens to generate in each run."),
+    max_tokens: Annotated[int, typer.Option("-n", "--max-tokens", min=1, help="Tokens to generate in each run.")] = 128,
 ) -> None:
     """Fetch a small real pair (once) and measure the target alone, the draft model and auto, on new code and on an edit."""
     from .demo import run_demo
@@ -378,14 +398,31 @@ def _run_app(args: list[str]) -> int:
         return interrupts.exit_code()
     except _ClickUsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "specdec"
-        console.error_line(f"{exc.format_message()} (see `{cmd} --help`)")
+        message = exc.format_message().replace(": Value error, ", ": ")  # typer 0.2x's wording for a bad choice
+        console.error_line(f"{message.rstrip('.')} (see `{cmd} --help`)")
         return EXIT_USAGE
     except _ClickException as exc:
         console.error_line(exc.format_message())
         return exc.exit_code
     except SpecdecError as exc:
-        console.error_line(exc.one_line())
+        console.error_line(_with_flag_hint(exc).one_line())
         return exc.exit_code
     except KeyboardInterrupt as exc:
         console.error_line("interrupted")
         return interrupts.exit_code(exc)
+
+
+# The library's hints say in words what would help; these name the flags that do it.
+_FLAG_HINTS = {
+    "PromptTooLong": "raise --ctx or shorten the prompt",
+    "ContextNotCreated": "try a smaller --ctx or a quantized KV cache (--cache-type-k q8_0)",
+    "ContextFull": "raise --ctx or lower --max-tokens",
+}
+
+
+def _with_flag_hint(exc: SpecdecError) -> SpecdecError:
+    """``exc`` with its hint phrased in this CLI's flags, where the library left it in words."""
+    hint = _FLAG_HINTS.get(type(exc).__name__)
+    if hint is not None:
+        exc.hint = hint
+    return exc

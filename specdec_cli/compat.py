@@ -14,11 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .gguf_meta import GGUFInfo
+from .methods import Method
 
-__all__ = ["Check", "Verdict", "check_vocab", "check_base", "check_pair", "METHODS"]
-
-METHODS = ("draft", "eagle3", "dflash", "dspark")
-_HEADS = ("eagle3", "dflash", "dspark")  # drafts trained for one base model
+__all__ = ["Check", "Verdict", "check_vocab", "check_base", "check_pair"]
 
 # llama.cpp common/speculative.cpp
 VOCAB_MAX_SIZE_DIFFERENCE = 128
@@ -138,8 +136,8 @@ def check_base(
     (what it is meant for; "any" matches everything); they are compared with the
     target's family and scale.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if method not in Method.with_draft_file():
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(Method.with_draft_file())}")
     errors: list[str] = []
     warnings: list[str] = []
     t_fam, t_size = target.family, target.scale
@@ -221,8 +219,8 @@ def check_pair(
     """Full verdict: vocabulary checks, method/base/size rules. ``method`` defaults
     to what the draft GGUF is (eagle3/dflash/dspark head) or classic "draft"."""
     method = method or draft.spec_method or "draft"
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if method not in Method.with_draft_file():
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(Method.with_draft_file())}")
     errors: list[str] = []
     warnings: list[str] = []
     checks: list[Check] = []
@@ -238,7 +236,7 @@ def check_pair(
     checks.append(Check("method", not errors, errors[-1] if errors else
                         "classic draft model" if method == "draft" else f"{method} draft head"))
 
-    if method in _HEADS and draft.vocab_type is None:
+    if method in Method.heads() and draft.vocab_type is None:
         checks.append(Check("vocab", True, "the draft has no vocabulary of its own: it uses the target's"))
     else:
         vocab = check_vocab(target, draft)

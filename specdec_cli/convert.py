@@ -14,7 +14,9 @@ import json
 import shlex
 from pathlib import Path
 
-_HEAD_MARKERS = ("eagle3", "dflash", "dspark")
+from .methods import Method
+
+_HEAD_MARKERS = Method.heads()  # a head's architecture or file name says which it is
 
 
 def _architectures(folder: Path) -> list[str]:

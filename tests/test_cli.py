@@ -359,3 +359,14 @@ def test_ngram_method_and_verify_flag(tiny_target):
     sampled = json.loads(specdec("run", "-t", tiny_target, "--method", "ngram", "--temp", "0.8", "--seed", "3",
                                  "-n", "8", "--json", *EXACT, "hi").stdout)
     assert sampled["verify"] == "match" and sampled["seed"] == 3  # n-gram proposals are greedy: exact == match
+
+
+@pytest.mark.parametrize("args, flag, choices", [
+    (["run", "-t", "x.gguf", "--method", "bogus", "hi"], "--method", "'auto', 'draft', 'eagle3', 'dflash', 'dspark', 'ngram'"),
+    (["run", "-t", "x.gguf", "--verify", "bogus", "hi"], "--verify", "'auto', 'match', 'exact'"),
+    (["bench", "-t", "x.gguf", "--verify", "exact,bogus"], "--verify", "'auto', 'match', 'exact'"),
+    (["pairs", "--method", "bogus"], "--method", "'draft', 'eagle3', 'dflash', 'dspark', 'ngram'"),
+])
+def test_a_bad_method_or_verify_fails_at_parse_time_listing_the_choices(args, flag, choices):
+    """Refused before any file is read (x.gguf does not exist), with every choice named."""
+    assert_one_line_error(specdec(*args), 2, flag, "bogus", choices)

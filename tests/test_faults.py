@@ -183,7 +183,8 @@ def test_bench_refuses_unwritable_outputs_before_measuring(tiny_target, tmp_path
 def test_bench_keeps_results_when_json_fails_late(tiny_target, tmp_path, monkeypatch):
     """A --json path that passed the check but fails at the end (the disk filled meanwhile)."""
     from specdec_cli import outputs
-    from specdec_cli.bench import command
+    from specdec_cli.commands import bench as command
+    from specdec_cli.plan import ModelChoice
 
     real = outputs.write_atomic
 
@@ -199,7 +200,7 @@ def test_bench_keeps_results_when_json_fails_late(tiny_target, tmp_path, monkeyp
     monkeypatch.setattr(tempfile, "tempdir", None)
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "hello world"}\n')
-    req = command.BenchRequest(target=str(tiny_target), prompts=prompts, chat=False, repeats=1, max_tokens=4,
+    req = command.BenchRequest(models=ModelChoice(target=str(tiny_target)), prompts=prompts, chat=False, repeats=1, max_tokens=4,
                                json_out=tmp_path / "wanted.json")
     assert command.run_bench_request(req) == 0
     (kept,) = tmp_path.glob("specdec-bench-*.json")
@@ -305,18 +306,19 @@ def test_relative_xdg_config_home_is_ignored_everywhere(monkeypatch, tmp_path):
 
 
 def test_a_script_without_yes_is_told_what_is_missing_without_network(monkeypatch, capsys):
-    from specdec_cli import hub
+    from specdec_cli import consent, hub
+    from specdec_cli.hub import listing
     from specdec_cli.registry import load_registry
 
     def no_network(*a, **k):
         raise AssertionError("listed the Hub before asking")
 
-    monkeypatch.setattr(hub, "list_repo_files", no_network)
+    monkeypatch.setattr(listing, "list_repo_files", no_network)
     monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hf-cache")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     entry = load_registry().get("qwen2.5-coder-7b+0.5b")
     with pytest.raises(hub.DownloadDeclined) as exc:
-        hub.pull(entry, confirm=hub.decline)
+        hub.pull(entry, confirm=consent.decline)
     assert "Qwen2.5-Coder-7B" in exc.value.one_line() and "--yes" in exc.value.one_line()
 
 

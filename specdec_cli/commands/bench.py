@@ -9,15 +9,19 @@ from pathlib import Path
 
 from .. import console, interrupts
 from ..errors import EXIT_OK, OutputError, UsageError
+from ..plan import ModelChoice
 from ..prompts import PromptItem
+from .loading import LoadOptions, check_memory, check_temperature, engine_options, print_plan_notes
 
 
-@dataclass
+@dataclass(frozen=True)
 class BenchRequest:
-    pair: str | None = None
-    target: str | None = None
-    draft: str | None = None
+    """Every option of ``specdec bench``, as data."""
+
+    models: ModelChoice = ModelChoice()
+    load: LoadOptions = LoadOptions()
     registry: Path | None = None
+    yes: bool = False
     scenarios: str | None = None  # comma-separated names
     prompts: Path | None = None
     chat: bool = True
@@ -28,19 +32,8 @@ class BenchRequest:
     json_out: Path | None = None
     plot: Path | None = None
     save: bool = False
-    ctx: int = 4096
-    threads: int | None = None
-    gpu_layers: str = "auto"
-    gpu_layers_draft: str = "auto"
-    margin: float = 1.0
-    flash_attn: str = "auto"
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
-    verbose: bool = False
-    quant: str | None = None
-    yes: bool = False
     temp: float = 0.0
-    verify: str = "auto"  # comma-separated rules to compare at temp > 0, e.g. exact,match
+    verify: tuple[str, ...] = ("auto",)  # the rules to compare at temp > 0, e.g. exact and match
     seed: int = 0
 
 
@@ -56,23 +49,21 @@ def parse_grid(text: str, kind, flag: str, lo: float, hi: float, example: str) -
 
 
 def run_bench_request(req: BenchRequest) -> int:
+    from ..bench.report import print_tables, recommend, summarize
+    from ..bench.runner import grid, run_bench
+    from ..bench.scenarios import load_scenarios
+    from ..consent import confirm_downloads
     from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine
-    from ..engine.verify import SamplingParams, check_verify_mode, resolve_seed
+    from ..engine.verify import SamplingParams, resolve_seed
+    from ..plan import build_plan
     from ..registry import load_registry
-    from ..run_command import check_memory, check_numbers, engine_options
-    from ..selection import fetch_missing, select
-    from .report import print_tables, recommend, summarize
-    from .runner import grid, run_bench
-    from .scenarios import load_scenarios
 
     if req.repeats < 1 or req.max_tokens < 1:
         raise UsageError("--repeats and --max-tokens must be at least 1")
-    check_numbers(req)
+    check_temperature(req.temp)
     draft_max = parse_grid(req.draft_max, int, "--draft-max", 1, 64, "1,2,4")
     p_min = parse_grid(req.p_min, float, "--p-min", 0.0, 1.0, "0,0.5,0.8")
-    verify = [v.strip() for v in req.verify.split(",") if v.strip()] or ["auto"]
-    for v in verify:
-        check_verify_mode(v)
+    verify = [str(v) for v in req.verify] or ["auto"]
     if req.temp <= 0 and verify != ["auto"]:
         raise UsageError("--verify compares rules at --temp > 0; at temperature 0 every rule is greedy")
     check_outputs(req)
@@ -81,23 +72,21 @@ def run_bench_request(req: BenchRequest) -> int:
         console.note(f"seed {seed}")
     names = [n.strip() for n in req.scenarios.split(",")] if req.scenarios else None
     scenarios = load_scenarios(names, req.prompts)
-    registry = load_registry(req.registry)
-    target, draft = fetch_missing(registry, pair=req.pair, target=req.target, draft=req.draft, quant=req.quant, yes=req.yes)
-    sel = select(registry, pair=req.pair, target=target, draft=draft, quant=req.quant)
-    for w in sel.warnings:
-        console.warn(w)
+    # bench measures the draft as it is: a stored verdict of an earlier bench does not drop it
+    plan = build_plan(load_registry(req.registry), req.models, follow_bench=False, confirm=confirm_downloads(req.yes))
+    print_plan_notes(plan, quiet=False)
+    target, draft = plan.target.value, plan.draft.value
     longest = max(*draft_max, AUTO_DRAFT_MAX)
-    est = check_memory(sel, longest, req, force=False, quiet=False)
+    est = check_memory(plan, longest, req.load, force=False, quiet=False)
     engine = Engine(
-        sel.target, sel.draft, options=engine_options(req, est), draft=DraftOptions(draft_max=longest, p_min=p_min[0]),
-        method=sel.method, warn=console.warn,
+        target, draft, options=engine_options(req.load, est), draft=DraftOptions(draft_max=longest, p_min=p_min[0]),
+        method=plan.drafter and plan.drafter.value, warn=console.warn,
     )
     # auto is run's default for a draft model or none; a draft head runs as itself
-    configs = grid(draft_max, p_min, verify=verify, method=sel.method if sel.draft else None,
-                   auto=sel.method in (None, "draft"))
+    configs = grid(draft_max, p_min, verify=verify, method=plan.drafter.value if draft else None, auto=plan.is_auto)
     n_runs = sum(len(v) for v in scenarios.values()) * req.repeats * len(configs)
     console.note(
-        f"bench: {sel.target.name} with {sel.draft.name if sel.draft else 'no draft model'}; "
+        f"bench: {target.name} with {draft.name if draft else 'no draft model'}; "
         f"{len(scenarios)} scenario(s), {len(configs)} settings, "
         f"{req.repeats} repeat(s), {req.max_tokens} tokens: {n_runs} generations"
     )
@@ -127,7 +116,7 @@ def run_bench_request(req: BenchRequest) -> int:
         return interrupts.exit_code()
     rows = summarize(samples)
     rec = recommend(rows)
-    results = _results(req, sel, samples, rows, rec, est, costs)
+    results = _results(req, plan, samples, rows, rec, est, costs)
     kept = _write_json(req, results) if req.json_out else None
     try:
         print_tables(rows, rec, _stdout())
@@ -140,10 +129,10 @@ def run_bench_request(req: BenchRequest) -> int:
     if req.plot:
         _plot(req, rows, rec, costs)
     if req.save and not interrupted:
-        if sel.draft is None:
+        if draft is None:
             console.note("nothing to save: without a draft model, run's default (auto) is what was measured")
         else:
-            _save(sel, rec)
+            _save(target, draft, rec)
     return interrupts.exit_code() if interrupted else EXIT_OK
 
 
@@ -155,7 +144,7 @@ def check_outputs(req: BenchRequest) -> None:
     if req.json_out:
         check_writable(req.json_out, "--json")
     if req.plot:
-        from .plot import costs_path, pyplot
+        from ..bench.plot import costs_path, pyplot
 
         pyplot(req.plot)  # the extension, and matplotlib
         check_writable(req.plot, "--plot")
@@ -204,15 +193,16 @@ def _report_memory(samples, est) -> None:
     )
 
 
-def _results(req, sel, samples, rows, rec, est, costs) -> dict:
+def _results(req, plan, samples, rows, rec, est, costs) -> dict:
     """Every figure of the run, as ``--json`` writes it (and as a late failure keeps it)."""
     overheads = [s.overhead_fraction for s in samples if s.config.use_draft and s.overhead_fraction is not None]
     return {
-        "target": str(sel.target),
-        "draft": str(sel.draft) if sel.draft else None,
+        "target": str(plan.target.value),
+        "draft": str(plan.draft.value) if plan.draft.value else None,
         "machine": _machine(),
-        "settings": {"repeats": req.repeats, "max_tokens": req.max_tokens, "ctx": req.ctx, "flash_attn": req.flash_attn,
-                     "cache_type_k": req.cache_type_k, "cache_type_v": req.cache_type_v},
+        "settings": {"repeats": req.repeats, "max_tokens": req.max_tokens, "ctx": req.load.ctx,
+                     "flash_attn": req.load.flash_attn, "cache_type_k": req.load.cache_type_k,
+                     "cache_type_v": req.load.cache_type_v},
         "rows": [r.to_dict() for r in rows],
         "recommendation": rec,
         "python_overhead_fraction_median": sorted(overheads)[len(overheads) // 2] if overheads else None,
@@ -250,7 +240,7 @@ def _keep(results: dict, why: str) -> Path | None:
 
 def _plot(req, rows, rec, costs) -> None:
     """The charts; a plot that fails this late is a warning, since the figures are already out."""
-    from .plot import plot, plot_costs
+    from ..bench.plot import plot, plot_costs
 
     try:
         console.note(f"plot written to {plot(rows, rec, req.plot)}")
@@ -267,7 +257,7 @@ def _machine() -> str:
     return f"{platform.machine()} {platform.processor() or ''} {', '.join(gpus) or 'CPU only'}".strip()
 
 
-def _save(sel, rec) -> None:
+def _save(target: Path, draft: Path, rec) -> None:
     from ..tuned import Tuned, save_tuned
 
     o = rec["overall"]
@@ -276,7 +266,7 @@ def _save(sel, rec) -> None:
         scenarios={k: v["speedup"] for k, v in rec["per_scenario"].items()}, machine=_machine(),
     )
     try:
-        path = save_tuned(sel.target, sel.draft, tuned, console.warn)
+        path = save_tuned(target, draft, tuned, console.warn)
     except OutputError as exc:
         console.warn(f"{exc.one_line()} The recommended setting, to pass by hand: {o['label']}")
         return

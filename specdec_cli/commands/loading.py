@@ -1,0 +1,101 @@
+"""How ``run`` and ``bench`` load a pair: the llama.cpp options they share, the memory check before
+anything loads, and the engine settings that come out of it."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from .. import console
+from ..errors import SpecdecError, UsageError
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """The options of ``run`` and ``bench`` that decide how the models load."""
+
+    ctx: int = 4096
+    threads: int | None = None
+    gpu_layers: str = "auto"
+    gpu_layers_draft: str = "auto"
+    margin: float = 1.0
+    flash_attn: str = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    verbose: bool = False
+
+
+def check_temperature(temp: float) -> None:
+    """A temperature the parser lets through but the sampler cannot honour."""
+    if not math.isfinite(temp):
+        raise UsageError(f"--temp {temp} is not a finite number", hint="use 0 (greedy) or a temperature such as 0.8")
+
+
+def thread_count(threads: int | None) -> int | None:
+    """``--threads``, clamped (with a warning) to the logical CPUs: more only makes llama.cpp's threads
+    wait for each other (10,000 threads took minutes per token)."""
+    cpus = os.cpu_count() or 1
+    if threads is not None and threads > cpus:
+        console.warn(f"--threads {threads} is more than the {cpus} logical CPUs here; using {cpus}")
+        return cpus
+    return threads
+
+
+def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet: bool):
+    """Budget the plan's files before loading anything; choose the offload when -ngl is auto; refuse
+    if it cannot fit (unless ``force``)."""
+    from ..budget import parse_layers, plan as budget_plan, suggestions
+    from ..views import budget_table
+
+    est = budget_plan(
+        plan.target_info,
+        plan.draft_info,
+        n_ctx=load.ctx,
+        cache_type_k=load.cache_type_k,
+        cache_type_v=load.cache_type_v,
+        flash_attn=load.flash_attn,
+        draft_max=draft_max,
+        ngl_target=parse_layers(load.gpu_layers, "-ngl"),
+        ngl_draft=parse_layers(load.gpu_layers_draft, "-ngld"),
+        margin_gib=load.margin,
+    )
+    short = [(d, est.short(d)) for d in est.devices if d.usable and est.short(d)]
+    if short and not force:
+        budget_table(est, console.err)
+        dev, missing = max(short, key=lambda x: x[1])
+        raise SpecdecError(
+            f"this setup does not fit in memory: short by {missing / 2**30:.2f} GiB on {dev.name}",
+            hint="to fit, try " + "; ".join(suggestions(est)) + "; or --force to run anyway",
+        )
+    if short:
+        console.warn("the memory check says this does not fit; running anyway (--force)")
+    if not quiet and any(d.is_gpu for d in est.devices):
+        auto = " (auto)" if load.gpu_layers == "auto" else ""
+        console.note(f"offload{auto}: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}")
+    return est
+
+
+def engine_options(load: LoadOptions, est):
+    """llama.cpp settings, with the offload the memory check chose."""
+    from ..engine.runner import EngineOptions
+
+    return EngineOptions(
+        n_ctx=load.ctx,
+        threads=thread_count(load.threads),
+        gpu_layers=est.ngl_target,
+        gpu_layers_draft=est.ngl_draft,
+        flash_attn=load.flash_attn,
+        cache_type_k=load.cache_type_k,
+        cache_type_v=load.cache_type_v,
+        verbose=load.verbose,
+    )
+
+
+def print_plan_notes(plan, *, quiet: bool) -> None:
+    """The plan's warnings always; its notes unless ``quiet``."""
+    for w in plan.warnings:
+        console.warn(w)
+    if not quiet:
+        for n in plan.notes:
+            console.note(n)

@@ -1,0 +1,231 @@
+"""``specdec run`` as a library call: pick the models, load them once, generate, report.
+
+``run_request`` takes a ``RunRequest`` (the CLI's options as data), writes text or JSON to
+stdout and notes to stderr, and returns the exit code, so tests can call it directly.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import console, interrupts
+from ..errors import EXIT_FAILURE, EXIT_OK, UsageError
+from ..plan import DraftFlags, ModelChoice
+from ..prompts import PromptItem, decode_text, read_batch, read_prompt
+from .loading import LoadOptions, check_memory, check_temperature, engine_options, print_plan_notes
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Every option of ``specdec run``, as data."""
+
+    prompt: str | None = None
+    file: Path | None = None
+    models: ModelChoice = ModelChoice()
+    load: LoadOptions = LoadOptions()
+    draft: DraftFlags = DraftFlags()
+    registry: Path | None = None
+    yes: bool = False
+    no_draft: bool = False
+    method: str | None = None  # None or "auto", or one method forced: draft | eagle3 | dflash | dspark | ngram
+    chat: bool = False
+    system: str | None = None
+    max_tokens: int = 256
+    temp: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    verify: str = "auto"
+    force: bool = False  # run even if the memory check says it does not fit
+    batch: Path | None = None
+    as_json: bool = False
+    quiet: bool = False
+    show_accept: bool = False
+    explain_divergence: bool = False
+
+
+@dataclass(frozen=True)
+class _Prompting:
+    """What turns a prompt into tokens: the chat template and the system message."""
+
+    chat: bool
+    system: str | None
+
+
+def run_request(req: RunRequest) -> int:
+    from ..engine.runner import Engine, GenOptions
+    from ..engine.verify import SamplingParams, resolve_seed
+    from ..plan import build_plan
+    from ..registry import load_registry
+    from ..consent import confirm_downloads
+
+    if req.batch is not None and (req.prompt is not None or req.file is not None):
+        raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
+    if req.explain_divergence and req.temp > 0:
+        raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
+    check_temperature(req.temp)
+    _check_draft_flags(req.draft)
+    items = read_batch(req.batch) if req.batch else [PromptItem(text=read_prompt(req.prompt, req.file))]
+    system = decode_text(req.system, "--system") if req.system is not None else None
+    if system is not None and not req.chat and any(item.messages is None for item in items):
+        raise UsageError("--system needs --chat", hint="add --chat to apply the target's chat template with it")
+    stop = [decode_text(s, "--stop") for s in req.stop]
+
+    plan = build_plan(
+        load_registry(req.registry), req.models, flags=req.draft, method=req.method, no_draft=req.no_draft,
+        follow_bench=not req.explain_divergence, confirm=confirm_downloads(req.yes),
+    )
+    if req.explain_divergence and plan.drafter is None:
+        raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
+    print_plan_notes(plan, quiet=req.quiet)
+    est = check_memory(plan, plan.draft_max.value, req.load, force=req.force, quiet=req.quiet)
+    if not req.quiet:
+        console.note(_describe(plan))
+
+    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(req.load, est),
+                    draft=_draft_options(plan), method=plan.method.value, warn=console.warn)
+    try:
+        seed = resolve_seed(req.seed) if req.temp > 0 else req.seed
+        gen = GenOptions(
+            max_tokens=req.max_tokens,
+            sampling=SamplingParams(temp=req.temp, top_k=req.top_k, top_p=req.top_p, seed=seed),
+            stop=stop,
+            verify=req.verify,
+        )
+        meta = {
+            "target": str(plan.target.value),
+            "draft": str(plan.draft.value) if plan.draft.value else None,
+            "method": plan.method.value,
+            "draft_max": plan.draft_max.value if plan.method.value else None,
+            "draft_p_min": plan.p_min.value if plan.draft.value else None,
+        }
+        prompting = _Prompting(req.chat, system)
+        if req.batch is not None:
+            return _run_batch(engine, items, gen, req, prompting, meta)
+        return _run_one(engine, items[0], gen, req, prompting, meta)
+    finally:
+        engine.close()
+
+
+def _check_draft_flags(flags: DraftFlags) -> None:
+    if flags.draft_max is not None and flags.draft_min is not None and flags.draft_min > flags.draft_max:
+        raise UsageError(f"--draft-min {flags.draft_min} is above --draft-max {flags.draft_max}",
+                         hint="set --draft-min at most --draft-max")
+
+
+def _draft_options(plan):
+    from ..engine.runner import DraftOptions
+
+    return DraftOptions(draft_max=plan.draft_max.value, draft_min=plan.draft_min.value, p_min=plan.p_min.value)
+
+
+def _describe(plan) -> str:
+    """The stderr line that says what runs, and where each setting came from."""
+    draft = plan.draft.value
+    if plan.is_auto:
+        what = "auto: n-gram lookup" + (f" and draft {draft.name} ({plan.draft.source})" if draft else "") + ", chosen per step"
+    elif draft:
+        what = f"draft {draft.name} ({plan.draft.source})"
+    else:
+        what = "n-gram drafting" if plan.method.value == "ngram" else "no draft"
+    tuning = f", draft-max {plan.draft_max.value} ({plan.draft_max.source})" if plan.method.value else ""
+    if draft and not plan.is_auto:
+        tuning += f", p-min {plan.p_min.value} ({plan.p_min.source})"
+    return f"target {plan.target.value.name}, {what}{tuning}"
+
+
+def _prompt_tokens(engine, item: PromptItem, prompting: _Prompting) -> list[int]:
+    if item.messages is not None or prompting.chat:
+        return engine.tokenize_prompt(engine.render_chat(item.as_messages(prompting.system)))
+    return engine.tokenize_prompt(item.text or "")
+
+
+def _run_one(engine, item: PromptItem, gen, req: RunRequest, prompting: _Prompting, meta: dict) -> int:
+    tokens = _prompt_tokens(engine, item, prompting)
+    colour = req.show_accept and console.ansi_ok(sys.stdout)
+
+    def show(segments):
+        for text, drafted in segments:
+            console.write_text(f"{console.DRAFT_COLOUR}{text}{console.RESET}" if colour and drafted else text)
+
+    divergence_code = EXIT_OK
+    report = None
+    if req.explain_divergence:
+        plain = engine.generate(tokens, gen, use_draft=False, trace=True)
+        if plain.interrupted:
+            return _finish(plain, req, meta, None)
+        result = engine.generate(tokens, gen, on_text=None if req.as_json else show, trace=True)
+        report, divergence_code = _explain(plain, result)
+    else:
+        result = engine.generate(tokens, gen, on_text=None if req.as_json else show)
+    code = _finish(result, req, meta, report)
+    return code if code != EXIT_OK else divergence_code
+
+
+def _finish(result, req: RunRequest, meta: dict, report: dict | None) -> int:
+    if req.as_json:
+        out = {**result.to_dict(), **meta}
+        if report is not None:
+            out["divergence"] = report
+        console.write_json(out)
+    elif sys.stdout.isatty() and result.text and not result.text.endswith("\n"):
+        console.write_text("\n")
+    if not req.quiet:
+        console.note(result.stats.summary())
+    return interrupts.exit_code() if result.interrupted else EXIT_OK
+
+
+def _explain(plain, spec) -> tuple[dict, int]:
+    """Compare a traced plain run with a traced speculative run; report on stderr."""
+    from ..divergence import argmax_violations, first_divergence
+
+    bad = argmax_violations(spec.trace)
+    div = first_divergence(plain.tokens, plain.trace, spec.tokens)
+    report = {
+        "identical": div is None and plain.tokens == spec.tokens,
+        "argmax_violations": [p.index for p in bad],
+        "first_divergence": div.to_dict() if div else None,
+    }
+    if bad:
+        console.warn(f"{len(bad)} emitted tokens were not the target's argmax (first at {bad[0].index}): a bug")
+        return report, EXIT_FAILURE
+    if div is None:
+        console.note(f"identical to the target alone over {min(len(plain.tokens), len(spec.tokens))} tokens")
+        return report, EXIT_OK
+    margin = "n/a" if div.margin is None else f"{div.margin:.3f}"
+    verdict = "a near-tie (batch-shape numerics), not an error" if div.near_tie else "NOT a near-tie: a bug"
+    console.note(
+        f"outputs part at generated token {div.index}: target alone chose {div.plain_token}, "
+        f"speculative chose {div.spec_token}; their logits in the plain run differ by {margin}: {verdict}"
+    )
+    return report, EXIT_OK if div.near_tie else EXIT_FAILURE
+
+
+def _run_batch(engine, items: list[PromptItem], gen, req: RunRequest, prompting: _Prompting, meta: dict) -> int:
+    """One JSON line per prompt; a signal between prompts ends the run after the last whole line."""
+    from ..engine.stats import GenerationStats
+
+    total = GenerationStats()
+    done, code = 0, EXIT_OK
+    try:
+        for i, item in enumerate(items):
+            tokens = _prompt_tokens(engine, item, prompting)
+            result = engine.generate(tokens, gen)
+            s = result.stats
+            total.merge(s)
+            done += 1
+            console.write_json({"index": i, "id": item.id, **result.to_dict(), **meta})
+            if not req.quiet:
+                console.note(f"[{i + 1}/{len(items)}] {s.summary()}")
+            if result.interrupted:
+                code = interrupts.exit_code()
+                break
+    except KeyboardInterrupt as exc:
+        console.warn(f"interrupted after {done} of {len(items)} prompts")
+        code = interrupts.exit_code(exc)
+    if not req.quiet and done > 1:
+        console.note(f"{'all ' if done == len(items) else ''}{done} prompts: {total.summary()}")
+    return code
