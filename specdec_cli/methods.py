@@ -32,6 +32,7 @@ class Method(Choice):
     DFLASH = "dflash"
     DSPARK = "dspark"
     NGRAM = "ngram"  # no draft file: lookup in the text so far
+    MTP = "mtp"  # no draft file: the target's own multi-token-prediction (nextn) layers
 
     @property
     def is_head(self) -> bool:
@@ -40,7 +41,7 @@ class Method(Choice):
 
     @property
     def needs_draft_file(self) -> bool:
-        return self is not Method.NGRAM
+        return self not in (Method.NGRAM, Method.MTP)
 
     @classmethod
     def heads(cls) -> tuple[Method, ...]:

@@ -23,6 +23,7 @@ from .registry import PairEntry, Registry
 T = TypeVar("T")
 
 AUTO = "auto"  # the method run uses unless told otherwise: per step, n-gram lookup, the draft model or none
+_FILELESS = tuple(m for m in Method if not m.needs_draft_file)  # n-gram lookup, MTP
 
 
 @dataclass(frozen=True)
@@ -99,17 +100,22 @@ def build_plan(
     downloads what is missing (asking ``confirm``), else a missing pair file is an error.
     """
     forced = forced_method(method)
-    if forced is Method.NGRAM and (models.draft or no_draft):
-        raise UsageError("--method ngram drafts without a draft model", hint="drop --draft/--no-draft")
+    if forced in _FILELESS and (models.draft or no_draft):
+        what = "without a draft model" if forced is Method.NGRAM else "with the target's own MTP layers"
+        raise UsageError(f"--method {forced} drafts {what}", hint="drop --draft/--no-draft")
     if no_draft and models.draft:
         raise UsageError("--draft and --no-draft contradict each other", hint="pass one of them")
-    skip = no_draft or forced is Method.NGRAM
+    skip = no_draft or forced in _FILELESS
     entry = registry.get(models.pair) if models.pair else None
     target, target_src, draft = _files(entry, models, skip, fetch, confirm)
     target_info = read_gguf(target)
     choice = _choose_draft(registry, entry, models, target, target_info, draft, skip, forced)
     if forced is Method.NGRAM:
         choice = DraftChoice(None, None, Method.NGRAM, "--method ngram")
+    elif forced is Method.MTP:
+        choice = DraftChoice(None, None, Method.MTP, "--method mtp", entry)
+    if choice.method is Method.MTP:
+        _check_mtp(target, target_info, choice.how)
     elif forced and not no_draft and choice.method != forced:
         article = "a draft model" if forced is Method.DRAFT else f"{'an' if forced[0] in 'aeiou' else 'a'} {forced} draft head"
         raise UsageError(f"--method {forced} needs {article}, and none was given or found",
@@ -125,7 +131,7 @@ def build_plan(
         draft, info, drafter, run_method = Setting(None, "bench"), None, None, Setting(AUTO, "bench")
     if forced and run_method.value is not None:
         run_method = Setting(forced.value, "flag")
-    elif auto and not no_draft and run_method.value in (None, Method.DRAFT, AUTO):
+    elif auto and not no_draft and run_method.value in (None, Method.DRAFT, Method.MTP, AUTO):
         run_method = Setting(AUTO, run_method.source if run_method.value == AUTO else "default")
         if flags.draft_max is None:
             from .engine.runner import AUTO_DRAFT_MAX
@@ -142,7 +148,7 @@ def plan_from_registry(entry: PairEntry, models: ModelChoice, flags: DraftFlags 
     target = models.target or entry.target_path or (entry.target_repos[0] if entry.target_repos else None)
     if target is None:
         raise SpecdecError(f"pair '{entry.name}' names no target", hint="pass --target")
-    draft = None if entry.method == Method.NGRAM else (models.draft or entry.draft_path or entry.draft_repo)
+    draft = None if entry.method in _FILELESS else (models.draft or entry.draft_path or entry.draft_repo)
     settings, _ = _settings(flags, None, entry)
     how = f"pair {entry.name}"
     return RunPlan(
@@ -160,7 +166,7 @@ def _files(entry: PairEntry | None, models: ModelChoice, skip_draft: bool, fetch
     target, draft = given
     if entry is not None:
         roles = [r for r, have in (("target", target), ("draft", draft)) if have is None]
-        if skip_draft or entry.method == Method.NGRAM:
+        if skip_draft or entry.method in _FILELESS:
             roles = [r for r in roles if r != "draft"]
         if roles:
             found = _pull(entry, models.quant, roles, confirm) if fetch else _on_disk(entry, models.quant, roles)
@@ -205,12 +211,25 @@ def _choose_draft(registry: Registry, entry: PairEntry | None, models: ModelChoi
                   target_info: GGUFInfo, draft: Path | None, skip: bool, forced: Method | None) -> DraftChoice:
     if skip:
         return DraftChoice(None, None, None, "--no-draft")
-    if entry is not None and entry.method == Method.NGRAM:
-        return DraftChoice(None, None, Method.NGRAM, f"pair {entry.name}", entry)
+    if entry is not None and entry.method in _FILELESS:
+        return DraftChoice(None, None, Method(entry.method), f"pair {entry.name}", entry)
+    if draft is None and forced is None and target_info.spec_info.get("mtp"):
+        # the target drafts for itself: nothing to find, download or pair
+        return DraftChoice(None, None, Method.MTP, "found in the target")
     if draft is None:
         return find_draft(registry, target, target_info, forced)
     how = f"pair {entry.name}" if entry is not None and not models.draft else "--draft"
     return vet(target, target_info, draft, entry, how, forced)
+
+
+def _check_mtp(target: Path, info: GGUFInfo, how: str) -> None:
+    """MTP needs nextn layers in the target GGUF itself (converters can leave them out)."""
+    if not info.spec_info.get("mtp"):
+        raise UsageError(
+            f"{target.name} has no MTP (nextn) layers, which {how} drafts with",
+            hint="use a GGUF converted with its MTP layers (llama.cpp's converter keeps them unless --no-mtp), "
+                 "or --method ngram / a draft model",
+        )
 
 
 def _tuned(target: Path, draft: Path | None):

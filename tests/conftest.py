@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_models import *  # noqa: E402,F401,F403  (tiny_target, tiny_draft, ...)
+from tiny_memory_models import *  # noqa: E402,F401,F403  (tiny_mamba2, tiny_qwen35, tiny_gemma3, ...)
 from real_models import *  # noqa: E402,F401,F403  (real_target, real_draft, real_smollm)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import console, interrupts
 from ..errors import EXIT_OK, OutputError, UsageError
+from ..methods import Method
 from ..plan import ModelChoice
 from ..prompts import PromptItem
 from .loading import LoadOptions, check_memory, check_temperature, engine_options, print_plan_notes
@@ -80,13 +81,15 @@ def run_bench_request(req: BenchRequest) -> int:
     est = check_memory(plan, longest, req.load, force=False, quiet=False)
     engine = Engine(
         target, draft, options=engine_options(req.load, est), draft=DraftOptions(draft_max=longest, p_min=p_min[0]),
-        method=plan.drafter and plan.drafter.value, warn=console.warn,
+        method=plan.drafter and plan.drafter.value, mtp=plan.drafter is Method.MTP, warn=console.warn,
     )
     # auto is run's default for a draft model or none; a draft head runs as itself
-    configs = grid(draft_max, p_min, verify=verify, method=plan.drafter.value if draft else None, auto=plan.is_auto)
+    # MTP has no draft file, but a grid of its own like a draft's
+    own = plan.drafter.value if draft or plan.drafter is Method.MTP else None
+    configs = grid(draft_max, p_min, verify=verify, method=own, auto=plan.is_auto)
     n_runs = sum(len(v) for v in scenarios.values()) * req.repeats * len(configs)
     console.note(
-        f"bench: {target.name} with {draft.name if draft else 'no draft model'}; "
+        f"bench: {target.name} with {draft.name if draft else 'its MTP layers' if own == 'mtp' else 'no draft model'}; "
         f"{len(scenarios)} scenario(s), {len(configs)} settings, "
         f"{req.repeats} repeat(s), {req.max_tokens} tokens: {n_runs} generations"
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import console, interrupts
 from ..errors import EXIT_FAILURE, EXIT_OK, UsageError
+from ..methods import Method
 from ..plan import DraftFlags, ModelChoice
 from ..prompts import PromptItem, decode_text, read_batch, read_prompt
 from .loading import LoadOptions, check_memory, check_temperature, engine_options, print_plan_notes
@@ -86,7 +87,8 @@ def run_request(req: RunRequest) -> int:
         console.note(_describe(plan))
 
     engine = Engine(plan.target.value, plan.draft.value, options=engine_options(req.load, est),
-                    draft=_draft_options(plan), method=plan.method.value, warn=console.warn)
+                    draft=_draft_options(plan), method=plan.method.value, mtp=plan.drafter is Method.MTP,
+                    warn=console.warn)
     try:
         seed = resolve_seed(req.seed) if req.temp > 0 else req.seed
         gen = GenOptions(
@@ -125,10 +127,15 @@ def _draft_options(plan):
 def _describe(plan) -> str:
     """The stderr line that says what runs, and where each setting came from."""
     draft = plan.draft.value
+    mtp = plan.drafter is Method.MTP
     if plan.is_auto:
-        what = "auto: n-gram lookup" + (f" and draft {draft.name} ({plan.draft.source})" if draft else "") + ", chosen per step"
+        model = f" and draft {draft.name} ({plan.draft.source})" if draft else ""
+        model = f" and the target's MTP layers ({plan.draft.source})" if mtp else model
+        what = f"auto: n-gram lookup{model}, chosen per step"
     elif draft:
         what = f"draft {draft.name} ({plan.draft.source})"
+    elif mtp:
+        what = f"the target's MTP layers ({plan.draft.source})"
     else:
         what = "n-gram drafting" if plan.method.value == "ngram" else "no draft"
     tuning = f", draft-max {plan.draft_max.value} ({plan.draft_max.source})" if plan.method.value else ""

@@ -131,6 +131,10 @@ _EXT_SIGNATURES = {
         ("_Z30llama_get_embeddings_nextn_ithP13llama_contexti",
          "?llama_get_embeddings_nextn_ith@@YAPEAMPEAUllama_context@@H@Z"),
         [_P, ctypes.c_int32], ctypes.POINTER(ctypes.c_float)),
+    "llama_set_nextn_layer_offset": (
+        ("_Z28llama_set_nextn_layer_offsetP13llama_contexti",
+         "?llama_set_nextn_layer_offset@@YAXPEAUllama_context@@H@Z"),
+        [_P, ctypes.c_int32], None),
     "llama_model_target_layer_ids": (
         ("_Z28llama_model_target_layer_idsPK11llama_model",
          "?llama_model_target_layer_ids@@YAPEBHPEBUllama_model@@@Z"),
@@ -162,7 +166,7 @@ def ext(name: str):
             _ext_cache[name] = fn
             return fn
     raise SpecdecError(
-        f"this llama-cpp-python build does not export {name}, which EAGLE-3/DFlash/DSpark drafting needs",
+        f"this llama-cpp-python build does not export {name}, which EAGLE-3/DFlash/DSpark/MTP drafting needs",
         hint="install llama-cpp-python 0.3.36 or later, or use --method draft / ngram",
     )
 

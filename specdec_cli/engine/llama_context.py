@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import interrupts
 from ..errors import SpecdecError
+from ..memory_kinds import Rollback
 from .errors import ContextFull, ContextNotCreated
 from .llama import (
     ABORT,
@@ -30,6 +31,8 @@ from .llama_model import Model
 CACHE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
 PROCESS_ENCODE, PROCESS_DECODE = 0, 1  # llama_process: the encoder graph or the decoder
+CONTEXT_MTP = 1  # llama_context_type: the graph of the model's nextn (MTP) layers
+STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent (or SWA) part of a state
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class ContextParams:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     offload_kqv: bool = True
+    n_rs_seq: int = 0  # per-token recurrent-state snapshots for rollback (llama.cpp clamps it to 0 where unsupported)
+    mtp: bool = False  # an MTP context: the model's nextn layers over their own KV cache
 
 
 class Context(FreedOnCollect):
@@ -71,6 +76,9 @@ class Context(FreedOnCollect):
         cp.type_v = CACHE_TYPES[params.cache_type_v]
         cp.offload_kqv = params.offload_kqv
         cp.no_perf = True
+        cp.n_rs_seq = max(0, params.n_rs_seq)
+        if params.mtp:
+            cp.ctx_type = CONTEXT_MTP
         if other is not None:
             cp.ctx_other = other._ptr
         with interrupts.native():
@@ -80,6 +88,7 @@ class Context(FreedOnCollect):
         self.n_ctx = int(ll.llama_n_ctx(self._ptr))
         self.n_batch = int(ll.llama_n_batch(self._ptr))
         self.n_ubatch = int(ll.llama_n_ubatch(self._ptr))
+        self.n_rs_seq = int(ll.llama_n_rs_seq(self._ptr))  # what llama.cpp granted
         self._mem = ll.llama_get_memory(self._ptr)
         self._cap = max(self.n_batch, 1)
         self._batch = ll.llama_batch_init(self._cap, 0, 1)
@@ -90,15 +99,16 @@ class Context(FreedOnCollect):
         self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
 
-    def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last") -> None:
+    def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last", skip: int = 0) -> None:
         """Evaluate ``tokens`` at positions pos0.. in one pass (chunked by n_batch).
 
         ``outputs`` is ``"last"`` (logits for the final token only: prefill and drafting)
-        or ``"all"`` (logits for every token: the verify pass).
+        or ``"all"`` (logits for every token from index ``skip`` on: the verify pass, whose
+        first ``skip`` tokens re-evaluate what a restored checkpoint lost).
         """
         ll = bindings()
         n = len(tokens)
-        if outputs == "all" and n > self.params.n_outputs_max:
+        if outputs == "all" and n - skip > self.params.n_outputs_max:
             # llama.cpp would abort the process; this is a caller's bug, say so instead
             raise ValueError(f"{n} output rows requested, the context was made for {self.params.n_outputs_max}")
         start = 0
@@ -109,7 +119,7 @@ class Context(FreedOnCollect):
             for i, t in enumerate(chunk):
                 b.token[i] = t
                 b.pos[i] = pos0 + start + i
-                b.logits[i] = outputs == "all"
+                b.logits[i] = outputs == "all" and start + i >= skip
             if outputs == "last" and start + k == n:
                 b.logits[k - 1] = 1
             b.n_tokens = k
@@ -185,12 +195,68 @@ class Context(FreedOnCollect):
         return int(bindings().llama_memory_seq_pos_max(self._mem, SEQ))
 
     def kv_keep_until(self, pos: int) -> None:
-        """Drop every cached position >= pos: the rollback after a rejected draft."""
-        if not bindings().llama_memory_seq_rm(self._mem, SEQ, pos, -1):
+        """Drop every cached position >= pos, where the cache can (an attention cache, the
+        MTP or head contexts); ``rollback.py`` handles the memories that cannot."""
+        if not self.kv_try_keep_until(pos):
             raise SpecdecError(
-                f"{self.model.path.name} cannot roll back its cache (recurrent or hybrid memory)",
-                hint="speculative decoding needs a rollback-capable model; use --no-draft",
+                f"{self.model.path.name} could not drop cached positions from {pos} on",
+                hint="this is a bug in specdec's rollback; please report it with the model's architecture",
             )
+
+    def kv_try_keep_until(self, pos: int) -> bool:
+        """Drop every cached position >= pos; False (and nothing dropped) where the memory
+        cannot, as a recurrent state cannot without a snapshot."""
+        return bool(bindings().llama_memory_seq_rm(self._mem, SEQ, pos, -1))
+
+    # --- rollback support (memory_kinds.py explains the kinds) -------------------------------
+    def probe_rollback(self) -> Rollback:
+        """How this context can drop positions, found as llama.cpp's common_context_can_seq_rm
+        finds it (two tokens in, one out). Clears the cache."""
+        ll = bindings()
+        if not self._mem:
+            return Rollback.NONE
+        if self.n_rs_seq > 0:
+            return Rollback.SNAPSHOTS
+        self.kv_clear()
+        try:
+            tok = max(0, self.model.bos)
+            self.decode([tok, tok], 0)
+            if ll.llama_memory_seq_rm(self._mem, SEQ, 1, -1):
+                return Rollback.PARTIAL
+            return Rollback.CHECKPOINT if self.state_size() > 0 else Rollback.NONE
+        finally:
+            self.kv_clear()
+
+    def state_size(self) -> int:
+        """Bytes of a checkpoint of the sequence's partial state (recurrent or SWA part)."""
+        return int(bindings().llama_state_seq_get_size_ext(self._ptr, SEQ, STATE_PARTIAL_ONLY))
+
+    def state_save(self, buf: bytearray | None = None) -> bytearray:
+        """A checkpoint of the partial state, written into ``buf`` when it has the right size."""
+        ll = bindings()
+        size = self.state_size()
+        if buf is None or len(buf) != size:
+            buf = bytearray(size)
+        arr = (ctypes.c_uint8 * size).from_buffer(buf)
+        with interrupts.native():
+            n = ll.llama_state_seq_get_data_ext(self._ptr, arr, size, SEQ, STATE_PARTIAL_ONLY)
+        if n != size:
+            raise SpecdecError(f"llama.cpp saved {n} of {size} bytes of the state of {self.model.path.name}")
+        return buf
+
+    def state_load(self, buf: bytearray) -> None:
+        """Put a checkpoint from ``state_save`` back (positions after it stay in an attention
+        part until dropped: the caller drops them)."""
+        ll = bindings()
+        arr = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
+        with interrupts.native():
+            n = ll.llama_state_seq_set_data_ext(self._ptr, arr, len(buf), SEQ, STATE_PARTIAL_ONLY)
+        if n != len(buf):
+            raise SpecdecError(f"llama.cpp could not restore the state of {self.model.path.name}")
+
+    def set_nextn_layer(self, offset: int) -> None:
+        """Which of the model's nextn (MTP) blocks the next passes of an MTP context run."""
+        ext("llama_set_nextn_layer_offset")(self._ptr, offset)
 
     def kv_clear(self) -> None:
         bindings().llama_memory_clear(self._mem, True)

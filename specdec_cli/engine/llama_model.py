@@ -16,12 +16,15 @@ from .llama import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, ext, init_backe
 class Model(FreedOnCollect):
     """A loaded GGUF model: weights, vocabulary, tokenizer and chat template."""
 
-    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, verbose: bool = False):
+    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, load_mtp: bool = False, verbose: bool = False):
+        """``load_mtp``: also load the multi-token-prediction (nextn) layers, which llama.cpp
+        skips otherwise; only an MTP drafter needs them."""
         ll = bindings()
         init_backend(verbose)
         self.path = Path(path)
         params = ll.llama_model_default_params()
         params.n_gpu_layers = int(n_gpu_layers)
+        params.load_mtp = bool(load_mtp)
         params.progress_callback = LOAD_PROGRESS  # lets a signal stop the load
         with interrupts.native():
             self._ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
@@ -36,6 +39,13 @@ class Model(FreedOnCollect):
         self.bos = int(ll.llama_vocab_bos(self._vocab))
         self.n_embd = int(ll.llama_model_n_embd(self._ptr))
         self.n_layer = int(ll.llama_model_n_layer(self._ptr))
+        self.arch = self.meta("general.architecture") or ""
+        # what the context's memory is (memory_kinds.py says what follows for rollback)
+        self.is_recurrent = bool(ll.llama_model_is_recurrent(self._ptr))
+        self.is_hybrid = bool(ll.llama_model_is_hybrid(self._ptr))
+        self.n_swa = int(ll.llama_model_n_swa(self._ptr))
+        self.n_nextn = int(ll.llama_model_n_layer_nextn(self._ptr))  # MTP layers in the file
+        self.mtp_loaded = bool(load_mtp) and self.n_nextn > 0
         self._eog: dict[int, bool] = {}
         self._pieces: dict[int, bytes] = {}
 

@@ -8,10 +8,11 @@ and contexts, turns a prompt into tokens (with the chat template when asked), dr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import SpecdecError, UsageError
+from ..memory_kinds import Rollback, snapshots_for
 from ..methods import Method
 from ..textstream import Segment, TextStream
 from . import costmodel
@@ -21,11 +22,13 @@ from .drafters.base import Drafter
 from .drafters.dflash import DFlashDrafter
 from .drafters.eagle3 import Eagle3Drafter
 from .drafters.model import ModelDrafter
+from .drafters.mtp import MtpDrafter
 from .drafters.ngram import NgramDrafter
 from .errors import ContextFull, PromptTooLong
 from .llama import default_threads
 from .llama_context import Context, ContextParams
 from .llama_model import Model
+from .rollback import CacheRollback
 from .session import Session, TracePoint
 from .stats import GenerationStats
 from .verify import Sampler, SamplingParams, verify_mode, make_verifier, resolve_verify
@@ -46,6 +49,9 @@ class EngineOptions:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     verbose: bool = False
+    # take rejected drafts back with llama.cpp's recurrent-state snapshots where it offers them;
+    # False checkpoints instead (as llama.cpp's speculative-simple does for a classic draft)
+    snapshots: bool = True
 
 
 @dataclass
@@ -116,37 +122,66 @@ class Engine:
         options: EngineOptions | None = None,
         draft: DraftOptions | None = None,
         method: str | None = None,
+        mtp: bool = False,
         warn: Callable[[str], None] | None = None,
     ):
         """``method``: the drafting method generations use by default: "draft" (a classic
         draft model), "eagle3", "dflash" or "dspark" (a draft head, which reads this target's
-        hidden states), all of which need ``draft_path``, or "ngram"; None = "draft" when a
-        draft is given, else the target alone. n-gram lookup is always available to
-        ``generate(method="ngram")``: it costs nothing. "auto" chooses per step between the
-        suffix index, the draft model (a classic one, when given) and plain decoding, from
-        costs measured on this machine. ``warn`` receives notes on settings a head cannot
-        honour (a draft longer than its block) and on an unusable cost cache."""
+        hidden states), all of which need ``draft_path``, "mtp" (the target's own nextn
+        layers), or "ngram"; None = "draft" when a draft is given, else the target alone.
+        n-gram lookup is always available to ``generate(method="ngram")``: it costs nothing.
+        "auto" chooses per step between the suffix index, a step-by-step drafter (the draft
+        model when given, else the target's MTP layers when ``mtp``) and plain decoding, from
+        costs measured on this machine. ``mtp`` loads the MTP layers (method "mtp" implies it).
+        ``warn`` receives notes on settings a drafter cannot honour (a draft longer than a
+        head's block or than the target's rollback allows) and on an unusable cost cache."""
         self.options = opts = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
         self.method = method or ("draft" if draft_path is not None else None)
         self.warn = warn
         if self.method in DRAFT_METHODS and draft_path is None:
             raise ValueError(f"the {self.method} method needs a draft")
-        self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, verbose=opts.verbose)
+        use_mtp = (mtp or self.method == Method.MTP) and draft_path is None
+        self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, load_mtp=use_mtp, verbose=opts.verbose)
+        if use_mtp and not self.target_model.mtp_loaded:
+            raise UsageError(f"{self.target_model.path.name} has no MTP (nextn) layers to draft with",
+                             hint="use a GGUF converted with its MTP layers, or another drafting method")
         self.draft_model: Model | None = None
         self.draft_ctx: Context | None = None
-        # output rows are allocated as used, so room for the longest draft costs nothing up front
-        self.target_ctx = Context(self.target_model, self._ctx_params(1 + self.draft_options.draft_max))
+        # output rows are allocated as used, so room for the longest draft costs nothing up front;
+        # a hybrid target keeps per-token snapshots of its recurrent state for as long a draft
+        snapshots = snapshots_for(self.draft_options.draft_max) if self.method and opts.snapshots else 0
+        self.target_ctx = Context(self.target_model, self._ctx_params(1 + self.draft_options.draft_max, snapshots))
+        self.target_rollback = self._target_rollback()
         self.drafters: dict[str, Drafter] = {"ngram": NgramDrafter()}
         if draft_path is not None:
             ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
             self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
             kind = self.method if self.method in DRAFT_METHODS else "draft"
             self.drafters[kind] = self._make_drafter(kind, warn)
+        elif use_mtp:
+            self.drafters["mtp"] = self._make_mtp()
         self.costs = CostModel()
         self._costs_ready = False
-        model_drafter = self.drafters.get("draft")
-        self.drafters["auto"] = AutoDrafter(self.costs, model_drafter if isinstance(model_drafter, ModelDrafter) else None)
+        stepwise = self.drafters.get("draft") or self.drafters.get("mtp")
+        self.drafters["auto"] = AutoDrafter(self.costs, stepwise)
+
+    def _target_rollback(self) -> CacheRollback:
+        """How the target's memory takes a rejected draft back, probed as llama.cpp does."""
+        kind = self.target_ctx.probe_rollback()
+        if kind is Rollback.NONE and self.method is not None:
+            name = self.target_model.path.name
+            if self.method != "auto":
+                raise SpecdecError(f"{name} keeps no memory that can drop positions, so no draft can be checked on it",
+                                   hint="run it without drafting (--no-draft)")
+            if self.warn:
+                self.warn(f"{name} keeps no memory that can drop positions: running the target alone")
+            self.method = None
+        cap = self.target_ctx.n_rs_seq
+        if kind is Rollback.SNAPSHOTS and self.draft_options.draft_max > cap and self.method != "auto" and self.warn:
+            self.warn(f"{self.target_model.path.name} takes back at most {cap} drafted tokens "
+                      f"(recurrent-state snapshots): drafts are cut to {cap}")
+        return CacheRollback(self.target_ctx, kind)
 
     # --- the cost model ----------------------------------------------------------------------
     def _cost_key(self, path: Path, ngl: int) -> str:
@@ -155,6 +190,8 @@ class Engine:
         if self.draft_model is not None:
             d = self.draft_model.path
             extra += f"|draft-{d.name}:{d.stat().st_size}"
+        if "mtp" in self.drafters:
+            extra += "|mtp"
         return costmodel.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
                                    device=costmodel.device_name(ngl), extra=extra)
 
@@ -190,7 +227,16 @@ class Engine:
         d = self.draft_options
         if kind == "draft":
             self.draft_ctx = Context(self.draft_model, self._ctx_params(1))
-            return ModelDrafter(self.draft_ctx, n_min=d.draft_min, p_min=d.p_min)
+            rollback = CacheRollback(self.draft_ctx, self.draft_ctx.probe_rollback())
+            if rollback.kind is Rollback.NONE:
+                raise SpecdecError(f"the draft {self.draft_model.path.name} keeps no memory that can drop positions",
+                                   hint="use another draft model, or --method ngram")
+            return ModelDrafter(self.draft_ctx, n_min=d.draft_min, p_min=d.p_min, rollback=rollback)
+        if self.target_rollback.kind is Rollback.CHECKPOINT:
+            raise UsageError(
+                f"{self.draft_model.path.name} reads the target's hidden states, which specdec does not keep "
+                f"in step across a checkpoint restore of {self.target_model.path.name}'s recurrent memory",
+                hint="use --method draft, ngram or mtp with this target")
         # a head borrows the target's embeddings and output projection (llama.cpp's ctx_other);
         # a block head outputs every slot of its block, as llama.cpp sizes its draft context
         rows = 1 if kind == "eagle3" else d.draft_max + 1
@@ -200,14 +246,22 @@ class Engine:
         return DFlashDrafter(self.target_ctx, self.draft_ctx, n_max=d.draft_max, n_min=d.draft_min,
                              p_min=d.p_min, dspark=kind == "dspark", warn=warn)
 
+    def _make_mtp(self) -> MtpDrafter:
+        """The target's own nextn layers, in an MTP context beside the target's (llama.cpp's
+        LLAMA_CONTEXT_TYPE_MTP: a KV cache for those layers only)."""
+        d = self.draft_options
+        self.draft_ctx = Context(self.target_model, replace(self._ctx_params(1), mtp=True), other=self.target_ctx)
+        return MtpDrafter(self.target_ctx, self.draft_ctx, n_max=d.draft_max, n_min=d.draft_min, p_min=d.p_min)
+
     @property
     def drafter(self) -> Drafter | None:
         """The drafter of the default method (None: the target alone)."""
         return self.drafters.get(self.method) if self.method else None
 
-    def _ctx_params(self, n_outputs: int) -> ContextParams:
+    def _ctx_params(self, n_outputs: int, n_rs_seq: int = 0) -> ContextParams:
         o = self.options
         return ContextParams(
+            n_rs_seq=n_rs_seq,
             n_ctx=o.n_ctx,
             n_batch=o.n_batch,
             n_ubatch=o.n_batch,
@@ -252,7 +306,10 @@ class Engine:
         if drafter is not None and drafter.method == "auto":
             self.ensure_costs()
         for d in self.drafters.values():
-            d.set_active(d is drafter)
+            if d is not drafter:
+                d.set_active(False)
+        if drafter is not None:
+            drafter.set_active(True)
         sampled = drafter.sampled_proposals if drafter is not None else True
         rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
         sampler = Sampler(gen.sampling) if rule != "greedy" else None
@@ -264,6 +321,7 @@ class Engine:
             trace=trace,
             draft_sampler=sampler if rule == "exact" and sampled else None,
             costs=self.costs if self._costs_ready else None,
+            rollback=self.target_rollback,
         )
 
     def generate(

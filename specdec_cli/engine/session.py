@@ -1,9 +1,16 @@
 """One generation: prefill, then draft -> verify -> accept -> roll back, until a stop.
 
 Each step sends [last token, draft...] to the target in one batch with logits at those
-positions only, keeps what the verifier accepts, and removes the rejected positions from
-the target's KV cache (the drafter keeps its own cache in step). Without a drafter the
-same loop is plain one-token-at-a-time decoding: the baseline runs the identical code path.
+positions only, keeps what the verifier accepts, and takes the rejected positions back out of
+the target's memory (``rollback.py``; the drafter keeps its own state in step). Without a
+drafter the same loop is plain one-token-at-a-time decoding: the baseline runs the identical
+code path.
+
+Where the memory can only be checkpointed (recurrent and some hybrid models), a partial
+acceptance restores the state from before the pass, so the kept tokens are no longer in it.
+They were emitted already; the next pass re-evaluates them ahead of the last token ("replay")
+and drafts nothing, exactly as llama.cpp's speculative-simple makes the accepted tokens the
+next pass's draft. A fully accepted pass restores nothing.
 
 The drafter proposes (a ``Proposal``: tokens, plus the draft's distribution per position when
 it sampled them) and the verifier decides; the loop only carries the proposal between them.
@@ -21,8 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costmodel import CostModel
+from ..memory_kinds import Rollback
 from .drafters.base import Drafter
 from .llama_context import Context
+from .rollback import CacheRollback
 from .stats import GenerationStats
 from .verify import Proposal, Sampler, Verifier
 
@@ -65,15 +74,18 @@ class Session:
         trace: list[TracePoint] | None = None,
         draft_sampler: Sampler | None = None,
         costs: CostModel | None = None,
+        rollback: CacheRollback | None = None,
     ):
         self.target = target
+        self.rollback = rollback or CacheRollback(target, Rollback.PARTIAL)
         self.verifier = verifier
         self.drafter = drafter
         self.draft_sampler = draft_sampler
         self.draft_max = draft_max if drafter is not None else 0
         self.trace = trace
         self.costs = costs  # every verify pass is timed into it, by batch size
-        self.stats = GenerationStats(method=drafter.method if drafter is not None else None)
+        self.stats = GenerationStats(method=drafter.method if drafter is not None else None,
+                                     rollback=str(self.rollback.kind))
 
     def run(self, prompt: list[int], max_tokens: int) -> Iterator[Step]:
         """Yield the emitted tokens step by step; ``self.stats`` is final once the iterator ends."""
@@ -94,43 +106,57 @@ class Session:
         t_loop = time.perf_counter()
         st.prompt_seconds = t_loop - t_start
         history = list(prompt)  # every token so far; its last one is not in the target's cache yet
-        rows = tgt.logits
         is_eog = tgt.model.is_eog
+        rb = self.rollback
+        rb.forget()
+        counts0 = (rb.checkpoints, rb.restores, rb.seconds)
+        cap = rb.max_draft
+        draft_max = self.draft_max if cap is None else min(self.draft_max, cap)
+        replay: list[int] = []  # tokens before the last one that a restored checkpoint took out
         try:
             while st.n_generated < max_tokens:
-                n_past = len(history) - 1
-                room = tgt.n_ctx - n_past - 1  # free positions after the last token
+                n_cached = len(history) - 1 - len(replay)  # positions the target's memory holds
+                room = tgt.n_ctx - len(history)  # free positions after the last token
                 if room < 0:
                     st.stop_reason = "context"
                     return
                 proposal = _NO_PROPOSAL
-                n_draft = min(self.draft_max, room, max_tokens - st.n_generated - 1)
+                n_draft = 0 if replay else min(draft_max, room, max_tokens - st.n_generated - 1)
                 if n_draft > 0:
                     t0 = time.perf_counter()
                     proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
                     st.draft_seconds += time.perf_counter() - t0
                 draft = proposal.tokens
-                batch = [history[-1], *draft]
+                batch = [*replay, history[-1], *draft]
+                if draft:
+                    rb.before_pass(n_cached)
                 t0 = time.perf_counter()
-                tgt.decode(batch, n_past, outputs="all")
+                tgt.decode(batch, n_cached, outputs="all", skip=len(replay))
                 dt = time.perf_counter() - t0
                 st.target_seconds += dt
                 if self.costs is not None:
                     self.costs.observe_pass(len(batch), dt)
                 st.n_target_passes += 1
+                rows = _rows_from(tgt, len(replay))
                 accepted = self.verifier.verify(rows, proposal)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
                     self._record(rows, accepted, st.n_generated)
                 if self.drafter is not None:
-                    self.drafter.process(batch, n_past)
+                    self.drafter.process(batch, n_cached)
                     self.drafter.accept(n_kept)
                 st.steps.append((len(draft), n_kept))
                 st.record_step(drafter.last_source if draft else "none", len(draft))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
+                replay = []
                 if n_kept < len(draft):
-                    tgt.kv_keep_until(n_past + 1 + n_kept)
+                    want = len(history) + n_kept  # the last token and the kept drafts stay
+                    kept = rb.keep_until(want)
+                    if kept < want:
+                        replay = (history + accepted)[kept:want]
+                        st.restored_steps.append(len(st.steps) - 1)
+                        st.n_replayed += len(replay)
                 emit, reason = self._cut(accepted, max_tokens - st.n_generated, is_eog)
                 history.extend(accepted)
                 st.n_generated += len(emit)
@@ -145,6 +171,9 @@ class Session:
             st.stop_reason = "length"
         finally:
             st.decode_seconds = time.perf_counter() - t_loop
+            st.n_checkpoints += rb.checkpoints - counts0[0]
+            st.n_restores += rb.restores - counts0[1]
+            st.rollback_seconds += rb.seconds - counts0[2]
 
     @staticmethod
     def _cut(accepted: list[int], budget: int, is_eog) -> tuple[list[int], str]:
@@ -163,3 +192,10 @@ class Session:
             self.trace.append(
                 TracePoint(base + i, tok, [int(t) for t in top], [float(logits[t]) for t in top])
             )
+
+
+def _rows_from(ctx: Context, skip: int):
+    """Row index -> logits, counting from the first row that has any (after a replay)."""
+    if not skip:
+        return ctx.logits
+    return lambda i: ctx.logits(skip + i)

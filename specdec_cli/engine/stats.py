@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 # the fields merge adds up as numbers
 _SUMMED = ("n_prompt", "n_generated", "n_drafted", "n_accepted", "n_target_passes", "n_eog", "prompt_seconds",
-           "decode_seconds", "draft_seconds", "target_seconds")
+           "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
+           "rollback_seconds")
 
 
 @dataclass
@@ -28,8 +29,15 @@ class GenerationStats:
     steps_by_drafter: dict[str, int] = field(default_factory=dict)  # target passes per proposer ("none": plain)
     draft_lengths: dict[int, int] = field(default_factory=dict)  # histogram of the draft length per pass
     method: str | None = None  # the drafting method of the generation (None: the target alone)
+    rollback: str = "partial"  # how the target's memory took rejected drafts back (memory_kinds.Rollback)
+    n_checkpoints: int = 0  # target states copied out before a verify pass (checkpoint rollback)
+    n_restores: int = 0  # ... and copied back after a partial acceptance
+    n_replayed: int = 0  # tokens re-evaluated after a restore (the next pass re-does them first)
+    rollback_seconds: float = 0.0  # spent copying states
     # (drafted, accepted) of every target pass, in order: what llama.cpp logs per step at debug level
     steps: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    # indices into ``steps`` of the passes whose rejection restored a checkpoint
+    restored_steps: list[int] = field(default_factory=list, repr=False)
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -85,6 +93,7 @@ class GenerationStats:
         for mine, theirs in ((self.steps_by_drafter, other.steps_by_drafter), (self.draft_lengths, other.draft_lengths)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
+        self.restored_steps.extend(len(self.steps) + i for i in other.restored_steps)
         self.steps.extend(other.steps)
         if self.first_token_seconds is None:
             self.first_token_seconds = other.first_token_seconds
@@ -123,6 +132,11 @@ class GenerationStats:
             "acceptance_by_position": [share(a) for a in self.acceptance_by_position],
             "draft_lengths": {str(k): v for k, v in sorted(self.draft_lengths.items())},
             "steps_by_drafter": dict(self.steps_by_drafter),
+            "rollback": self.rollback,
+            "n_checkpoints": self.n_checkpoints,
+            "n_restores": self.n_restores,
+            "n_replayed": self.n_replayed,
+            "rollback_seconds": sec(self.rollback_seconds),
             "stop_reason": self.stop_reason,
         }
 
@@ -141,6 +155,8 @@ class GenerationStats:
             ]
         elif self.n_target_passes:
             parts.append(f"{self.tokens_per_pass:.2f} tok/pass")
+        if self.n_restores:
+            parts.append(f"restored {self.n_restores}/{self.n_checkpoints} checkpoints")
         if self.method == "auto" and self.split():
             parts.append(self.split())
         if self.stop_reason:

@@ -1,8 +1,10 @@
 """``--method auto``: at every step, draft with whatever is expected to be fastest, or not at all.
 
 Two proposers sit behind it: the suffix index (free to ask, strong when the output copies
-the prompt or an earlier output) and, when one was loaded, the draft model (costs a draft
-step per token, pays where a verify pass is nearly as cheap as a decode step, as on a GPU).
+the prompt or an earlier output) and, when one was loaded, a step-by-step drafter: the draft
+model, or the target's own MTP layers (each costs a draft step per token and pays where a
+verify pass is nearly as cheap as a decode step, as on a GPU). Below, "the model" is that
+drafter, whichever it is.
 Each step:
 
 1. the index proposes up to ``n_max`` tokens; the policy turns each token's signal (context
@@ -26,7 +28,6 @@ from ..costmodel import CostModel
 from ..policy import Calibrator, best_length, confidence_bucket, extension_pays
 from ..verify import Proposal
 from .base import Drafter
-from .model import ModelDrafter
 from .suffix import ORDERS, SuffixIndex
 
 STOP_WALK = 0.02  # the index stops proposing once the whole prefix is this unlikely to be kept
@@ -41,11 +42,15 @@ def _ngram_prior(share: float, order: int) -> float:
 class AutoDrafter(Drafter):
     method = "auto"
 
-    def __init__(self, costs: CostModel, model: ModelDrafter | None = None):
+    def __init__(self, costs: CostModel, model: Drafter | None = None):
+        """``model``: a drafter that takes ``stop_rule`` and reports ``last_confidences``
+        (``ModelDrafter``, ``MtpDrafter``), or None."""
         self.costs = costs
         self.index = SuffixIndex()
         self.model = model
-        self.sampled_proposals = model is not None  # mixed: greedy n-gram point masses, sampled drafts
+        self.name = model.method if model is not None else "draft"  # its cost and source name
+        # mixed when the model samples: greedy n-gram point masses beside sampled drafts
+        self.sampled_proposals = model is not None and model.sampled_proposals
         self.reset()
         self._model_live = False
         self._pending: tuple[str, list, list] = ("none", [], [])
@@ -60,7 +65,7 @@ class AutoDrafter(Drafter):
     # --- the Drafter interface ---------------------------------------------------------------
     def begin(self, prompt: list[int], sampler=None) -> None:
         self.index.begin(prompt)
-        # the draft model is prefilled only when it could ever pay on this machine
+        # the model is prefilled only when it could ever pay on this machine
         self._model_live = self.model is not None and self._model_can_pay(32)
         if self._model_live:
             self.model.begin(prompt, sampler)
@@ -114,7 +119,7 @@ class AutoDrafter(Drafter):
         source, buckets, priors = self._pending
         if source == "ngram":
             self._ngram_cal.observe(buckets, priors, n_accepted)
-        elif source == "draft":
+        elif source == self.name:
             self._model_conf.observe(buckets, priors, n_accepted)
             self._model_pos.observe([("pos", i) for i in range(len(buckets))], priors, n_accepted)
         self._pending = ("none", [], [])
@@ -123,22 +128,32 @@ class AutoDrafter(Drafter):
         if self.model is not None:
             self.model.configure(n_max=n_max, p_min=p_min)
 
+    def set_active(self, active: bool) -> None:
+        if self.model is not None:
+            self.model.set_active(active)
+
     # --- the draft model ---------------------------------------------------------------------
     def _model_position(self, i: int) -> float:
         return self._model_pos.estimate(("pos", i), MODEL_POSITION_PRIOR)
 
     def _model_expected(self, n_max: int) -> float:
         acc = [self._model_position(i) for i in range(n_max)]
-        return best_length(acc, self.costs, self.costs.draft_seconds("draft")).rate
+        return best_length(acc, self.costs, self.costs.draft_seconds(self.name)).rate
 
     def _model_can_pay(self, n_max: int) -> bool:
-        """Even if every drafted token were kept, would the draft model beat plain decoding?"""
-        d = self.costs.draft_seconds("draft")
-        return best_length([0.999] * n_max, self.costs, d).k > 0
+        """Could the model beat plain decoding? A draft model that only costs when asked is
+        kept while it could at 99.9% acceptance; one that catches up on every pass (MTP) must
+        show it at the acceptance it has been seen to reach, or it would tax every step."""
+        d = self.costs.draft_seconds(self.name)
+        if self.model.tracks_every_pass:
+            accept = [self._model_position(i) for i in range(n_max)]
+        else:
+            accept = [0.999] * n_max
+        return best_length(accept, self.costs, d).k > 0
 
     def _draft_with_model(self, history: list[int], n_max: int):
         costs = self.costs
-        d = costs.draft_seconds("draft")
+        d = costs.draft_seconds(self.name)
         cal, accs = self._model_conf, []
 
         def keep_going(conf: float) -> bool:
@@ -156,8 +171,8 @@ class AutoDrafter(Drafter):
         finally:
             model.stop_rule = None
         # a draft step per token, plus the one that catches the draft's cache up
-        costs.observe_draft("draft", len(proposal.tokens) + 1, time.perf_counter() - t0)
+        costs.observe_draft(self.name, len(proposal.tokens) + 1, time.perf_counter() - t0)
         if not proposal.tokens:
             return None
         confs = model.last_confidences
-        return ("draft", proposal, [(confidence_bucket(c),) for c in confs], list(confs))
+        return (self.name, proposal, [(confidence_bucket(c),) for c in confs], list(confs))

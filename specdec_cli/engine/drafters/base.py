@@ -54,6 +54,9 @@ class Drafter(ABC):
     #: True when ``propose`` samples from the draft's distribution once ``begin`` got a sampler;
     #: False for drafters that always propose greedily (a point mass per token).
     sampled_proposals: bool = False
+    #: True when the drafter must see every target pass to draft at all (MTP catches up on each
+    #: pass), so keeping it ready costs something even on steps that do not draft
+    tracks_every_pass: bool = False
 
     @property
     def last_source(self) -> str:

@@ -28,6 +28,23 @@ def p_min_rule(p_min: float) -> KeepRule | None:
     return lambda logits, best: not top_k_confidence(logits, best) < p_min
 
 
+def gated_rule(p_min: float, stop_rule: Callable[[float], bool] | None, confs: list[float]) -> KeepRule | None:
+    """The keep rule of a drafter that auto may drive: ``stop_rule(confidence)`` when auto set
+    one (it decides by expected speed; p-min is then off), else llama.cpp's p-min cut. The
+    confidences of the kept positions go to ``confs`` (auto calibrates on them)."""
+    if stop_rule is None and p_min <= 0.0:
+        return None
+
+    def keep(logits: np.ndarray, best: int) -> bool:
+        conf = top_k_confidence(logits, best)
+        if not (stop_rule(conf) if stop_rule is not None else conf >= p_min):
+            return False
+        confs.append(conf)
+        return True
+
+    return keep
+
+
 def confident_argmax(
     n_max: int,
     logits_at: Callable[[int], np.ndarray],

@@ -3,7 +3,9 @@
 The draft keeps its own KV cache in step with the conversation: before each proposal it
 finds where its cache and the real history part ways, drops the rest, and evaluates only
 the missing tokens (usually the last accepted draft and the target's new token) in one
-batch. Proposals stop early when the draft's confidence falls below p-min, measured as
+batch. A recurrent or hybrid draft cannot drop positions, so its state is checkpointed
+before its first drafted token is evaluated, and put back when the history parts ways with
+what it drafted (``rollback.py``), as llama.cpp's speculative-simple does for its draft. Proposals stop early when the draft's confidence falls below p-min, measured as
 llama.cpp's draft sampler does (softmax over the top 10 logits, probability of the best).
 
 Greedy proposals (temperature 0, and ``--verify match``, llama.cpp's own behaviour) take the
@@ -20,18 +22,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...memory_kinds import Rollback
 from ..llama_context import Context
+from ..rollback import CacheRollback
 from ..verify import Dist, Proposal, Sampler
 from .base import Drafter
-from .greedy import confident_argmax, top_k_confidence
+from .greedy import confident_argmax, gated_rule
 
 
 class ModelDrafter(Drafter):
     method = "draft"
     sampled_proposals = True
 
-    def __init__(self, ctx: Context, *, n_min: int = 0, p_min: float = 0.0):
+    def __init__(self, ctx: Context, *, n_min: int = 0, p_min: float = 0.0, rollback: CacheRollback | None = None):
+        """``rollback``: how the draft's memory drops positions (default: it simply can)."""
         self.ctx = ctx
+        self.rollback = rollback or CacheRollback(ctx, Rollback.PARTIAL)
         self.n_min = n_min
         self.p_min = p_min
         self.sampler: Sampler | None = None  # set per generation by begin(); None = greedy
@@ -48,6 +54,7 @@ class ModelDrafter(Drafter):
     def begin(self, prompt: list[int], sampler: Sampler | None = None) -> None:
         self.sampler = sampler
         self.ctx.kv_clear()
+        self.rollback.forget()
         self._cached = list(prompt[:-1])
         self._stable = len(self._cached)
         if self._cached:
@@ -62,7 +69,7 @@ class ModelDrafter(Drafter):
             same += 1
         same = min(same, limit)
         if same < len(cached):
-            self.ctx.kv_keep_until(same)
+            same = self.rollback.keep_until(same)
         self.ctx.decode(history[same:], same, outputs="last")
         self._cached = cached[:same] + history[same:]
         self._stable = len(history)
@@ -99,23 +106,11 @@ class ModelDrafter(Drafter):
         pos = len(history)
 
         def advance(i: int, tok: int) -> None:
+            if i == 0:
+                self.rollback.before_pass(pos)  # a checkpoint, where the memory needs one
             self.ctx.decode([tok], pos + i, outputs="last")
             self._cached.append(tok)
 
-        def keep(logits: np.ndarray, best: int) -> bool:
-            return self._continue(logits, best, confs)
-
+        # whether to draft a position is decided from its logits before anything is drawn
+        keep = gated_rule(self.p_min, self.stop_rule, confs)
         return confident_argmax(n_max, lambda i: self.ctx.logits(-1), keep=keep, advance=advance, pick=pick)
-
-    def _continue(self, logits: np.ndarray, best: int, confs: list[float]) -> bool:
-        """Whether to draft the next position, decided from its logits before anything is drawn."""
-        if self.stop_rule is None and self.p_min <= 0.0:
-            return True
-        conf = top_k_confidence(logits, best)
-        if self.stop_rule is not None:
-            if not self.stop_rule(conf):
-                return False
-        elif conf < self.p_min:
-            return False
-        confs.append(conf)
-        return True
