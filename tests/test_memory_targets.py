@@ -176,6 +176,18 @@ def test_mtp_output_is_the_targets(tiny_qwen35_mtp, snapshots):
         assert seen["restores"] == seen["partial_passes"] > 0
 
 
+def test_mtp_chained_heads(tiny_step35_mtp):
+    """Two trained heads: drafts are at most two tokens (llama.cpp clamps n_max to the heads)."""
+    eng = _engine(tiny_step35_mtp, method="mtp", draft_max=6)
+    try:
+        mtp = eng.drafters["mtp"]
+        assert mtp.heads == 2 and mtp.chain and mtp.n_max == 2
+        seen = _check_lossless(eng, lengths=(2, 5))
+    finally:
+        eng.close()
+    _all_paths(seen)
+
+
 def test_mtp_is_not_loaded_unless_asked(tiny_qwen35_mtp):
     eng = _engine(tiny_qwen35_mtp, method="ngram")
     try:

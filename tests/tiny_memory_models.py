@@ -14,6 +14,8 @@ f32 weights and the test suite's small SPM vocabulary, so they load in milliseco
   llama.cpp offers bounded recurrent-state rollback (``n_rs_seq``) for this architecture.
 - ``write_gemma3_gguf``: sliding-window attention (Gemma 3, a window of ``sliding_window``
   tokens on five layers of six).
+- ``write_step35_gguf``: Step 3.5 (dense here) with several MTP blocks, which llama.cpp drafts
+  with as chained heads, one per draft step.
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ __all__ = [
     "write_mamba2_gguf",
     "write_qwen35_gguf",
     "write_gemma3_gguf",
+    "write_step35_gguf",
     "MEMORY_PROMPTS",
+    "MAMBA2_EMBD",
+    "QWEN35_EMBD",
+    "GEMMA3_EMBD",
     "tiny_mamba2",
     "tiny_mamba2_draft",
     "tiny_qwen35",
@@ -38,6 +44,7 @@ __all__ = [
     "tiny_qwen35_draft",
     "tiny_gemma3",
     "tiny_gemma3_draft",
+    "tiny_step35_mtp",
 ]
 
 # Prompts that repeat themselves, so n-gram lookup has something to copy and acceptance is
@@ -365,3 +372,74 @@ def tiny_gemma3(tmp_path_factory) -> Path:
 def tiny_gemma3_draft(tmp_path_factory) -> Path:
     return write_gemma3_gguf(tmp_path_factory.mktemp("gemma3_draft") / "tiny-gemma3-draft-f32.gguf", n_layer=2,
                              seed=51, embd_scale=GEMMA3_EMBD, name="tiny-gemma3-draft")
+
+
+def write_step35_gguf(
+    path: str | Path,
+    *,
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    sliding_window: int = 8,
+    nextn: int = 2,
+    mtp_gain: float = 1.0,
+    seed: int = 60,
+    shared_seed: int = 7,
+    embd_scale: float = 0.02,
+    output_scale: float = 8.0,
+    name: str = "tiny-step35",
+    basename: str = "Tiny-Step3.5",
+) -> Path:
+    """A dense Step 3.5 model (sliding window on even layers) with ``nextn`` MTP blocks, which
+    llama.cpp drafts with as chained heads: one block per draft step."""
+    path = Path(path)
+    n_vocab = len(vocab_tokens("base")[0])
+    head_dim = n_embd // n_head
+    W = _Weights(seed, shared_seed, embd_scale)
+
+    def block(p: str):
+        yield p + "attn_norm.weight", W.ones(n_embd)
+        yield p + "attn_q.weight", W.mat(n_head * head_dim, n_embd)
+        yield p + "attn_k.weight", W.mat(n_head_kv * head_dim, n_embd)
+        yield p + "attn_v.weight", W.mat(n_head_kv * head_dim, n_embd)
+        yield p + "attn_output.weight", W.mat(n_embd, n_head * head_dim)
+        yield p + "ffn_norm.weight", W.ones(n_embd)
+        yield from _ffn(W, p, n_embd, n_ff)
+
+    def tensors():
+        yield "token_embd.weight", W.embedding(n_vocab, n_embd)
+        for i in range(n_layer):
+            yield from block(f"blk.{i}.")
+        for i in range(n_layer, n_layer + nextn):
+            p = f"blk.{i}."
+            yield from block(p)
+            eh = W.mat(n_embd, 2 * n_embd)
+            eh[:, :n_embd] += np.float32(mtp_gain) * np.eye(n_embd, dtype=np.float32)
+            yield p + "nextn.eh_proj.weight", eh
+            yield p + "nextn.enorm.weight", W.ones(n_embd)
+            yield p + "nextn.hnorm.weight", W.ones(n_embd)
+        yield "output_norm.weight", W.ones(n_embd)
+        yield "output.weight", W.output(n_vocab, n_embd, output_scale, 0)
+
+    def fill(w):
+        n_all = n_layer + nextn
+        _common(w, name=name, basename=basename, n_ctx_train=2048, n_embd=n_embd, n_layer=n_all)
+        w.add_feed_forward_length(n_ff)
+        w.add_uint32("step35.expert_feed_forward_length", n_ff)
+        w.add_head_count(n_head)
+        w.add_head_count_kv(n_head_kv)
+        w.add_rope_dimension_count(head_dim)
+        w.add_rope_freq_base(10000.0)
+        w.add_sliding_window(sliding_window)
+        w.add_array("step35.attention.sliding_window_pattern", [i % 2 == 0 for i in range(n_all)])
+        w.add_uint32("step35.nextn_predict_layers", nextn)
+
+    return _write(path, "step35", tensors(), fill)
+
+
+@pytest.fixture(scope="session")
+def tiny_step35_mtp(tmp_path_factory) -> Path:
+    """Two MTP blocks: chained heads."""
+    return write_step35_gguf(tmp_path_factory.mktemp("step35") / "tiny-step35-mtp-f32.gguf", embd_scale=QWEN35_EMBD)
