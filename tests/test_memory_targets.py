@@ -162,6 +162,20 @@ def test_snapshots_bound_the_draft_length(tiny_qwen35):
         eng.close()
 
 
+def test_policy_weighs_what_a_rejection_costs_a_checkpointed_target():
+    """On the 2-core CPU curve, 90%-likely drafts pay on an attention target (k=5) but not on a
+    checkpointed one, where a rejection costs a state copy back and a replay pass; near-certain
+    ones still do."""
+    from specdec_cli.engine.policy import best_length
+
+    cpu = CostModel({1: 0.0385, 2: 0.081, 4: 0.112, 16: 0.323, 33: 0.527}, frozen=True)
+    plain = {a: best_length([a] * 16, cpu).k for a in (0.9, 0.99)}
+    cpu.checkpoint = {"save": 0.001, "restore": 0.001}
+    checked = {a: best_length([a] * 16, cpu).k for a in (0.9, 0.99)}
+    assert plain[0.9] >= 3 and checked[0.9] == 0
+    assert checked[0.99] >= 8
+
+
 # --- MTP ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("snapshots", [True, False], ids=["snapshots", "checkpoints"])
 def test_mtp_output_is_the_targets(tiny_qwen35_mtp, snapshots):

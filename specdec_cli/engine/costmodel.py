@@ -38,6 +38,9 @@ class CostModel:
         self.drafts: dict[str, float] = dict(drafts or {})
         self.frozen = frozen
         self.source = "injected" if frozen else ("calibrated" if passes else "empty")
+        # seconds to copy the target's state out (per drafted pass) and back (per partial
+        # acceptance); None unless the target's memory can only be checkpointed (rollback.py)
+        self.checkpoint: dict[str, float] | None = None
 
     def adopt(self, other: CostModel) -> None:
         """Take ``other``'s tables (a cached model), keeping this object shared with its users."""
@@ -55,6 +58,13 @@ class CostModel:
         else:
             # a single stall (the OS, another process) must not swing the curve
             self._pass[n_tokens] = old + SMOOTHING * (min(seconds, 3 * old) - old)
+
+    def observe_checkpoint(self, what: str, seconds: float) -> None:
+        """One state copy, ``what`` = "save" or "restore", of a checkpointed target."""
+        if self.checkpoint is None or self.frozen:
+            return
+        old = self.checkpoint.get(what)
+        self.checkpoint[what] = seconds if old is None else old + SMOOTHING * (min(seconds, 3 * old) - old)
 
     def observe_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
         if n_tokens <= 0 or self.frozen:
@@ -89,17 +99,30 @@ class CostModel:
     def step_seconds(self) -> float:
         return self.pass_seconds(1)
 
+    def rejection_seconds(self, p_all_kept: float, expected: float) -> float:
+        """What a drafted pass adds on a checkpointed target: the copy before it, and with
+        probability 1 - ``p_all_kept`` the copy back plus the next pass re-evaluating the kept
+        tokens (``expected`` - 1 of them, and the last token) instead of one plain step."""
+        ck = self.checkpoint
+        if ck is None:
+            return 0.0
+        replay = self.pass_seconds(max(1, round(expected)) + 1) - self.pass_seconds(1)
+        return ck.get("save", 0.0) + (1.0 - p_all_kept) * (ck.get("restore", 0.0) + replay)
+
     def curve(self, sizes: list[int] | None = None) -> list[tuple[int, float, float]]:
         """(batch size, seconds, multiples of one decode step) for reports."""
         one = self.step_seconds() or 1.0
         return [(b, self.pass_seconds(b), self.pass_seconds(b) / one) for b in (sizes or self._sizes)]
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "source": self.source,
             "pass_ms": {str(b): round(s * 1e3, 3) for b, s in sorted(self._pass.items())},
             "draft_ms_per_token": {k: round(v * 1e3, 3) for k, v in self.drafts.items()},
         }
+        if self.checkpoint is not None:
+            out["checkpoint_ms"] = {k: round(v * 1e3, 3) for k, v in self.checkpoint.items()}
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> CostModel:

@@ -2,7 +2,9 @@
 
 For a proposal whose i-th token is kept with (conditional) probability a_i, drafting k
 tokens yields 1 + sum_{i<=k} prod_{j<=i} a_j tokens per target pass (the kept prefix plus
-the target's own token) and costs one (k+1)-token pass plus k draft steps. The policy picks
+the target's own token) and costs one (k+1)-token pass plus k draft steps (plus, on a target
+whose memory can only be checkpointed, the state copies and the replay a rejection brings:
+``CostModel.rejection_seconds``). The policy picks
 the k in 0..k_max with the best ratio; k = 0 is plain decoding and wins whenever nothing
 beats it. Costs come from ``CostModel``; the a_i from ``Calibrator``, which maps what a
 drafter knows (its own probability, an n-gram's match length and continuation frequency)
@@ -30,7 +32,7 @@ def best_length(accept: list[float], costs: CostModel, draft_cost: float = 0.0) 
     for k, a in enumerate(accept, start=1):
         run *= a
         expected += run
-        rate = expected / (costs.pass_seconds(k + 1) + k * draft_cost)
+        rate = expected / (costs.pass_seconds(k + 1) + k * draft_cost + costs.rejection_seconds(run, expected))
         if rate > best.rate:
             best = Choice(k, rate, expected)
         if run < 1e-4:

@@ -39,8 +39,14 @@ class CacheRollback:
         self._saved_pos: int | None = None  # the cache held positions [0, _saved_pos) when saved
         self.checkpoints = 0  # states copied out
         self.restores = 0  # states copied back
-        self.seconds = 0.0  # spent copying states
+        self.save_seconds = 0.0  # spent copying states out
+        self.restore_seconds = 0.0  # ... and back
         self.bytes = 0  # size of one checkpoint
+        self.last_save = self.last_restore = 0.0  # seconds of the latest copy each way
+
+    @property
+    def seconds(self) -> float:
+        return self.save_seconds + self.restore_seconds
 
     @property
     def max_draft(self) -> int | None:
@@ -60,7 +66,8 @@ class CacheRollback:
         self._saved_pos = pos
         self.bytes = len(self._saved)
         self.checkpoints += 1
-        self.seconds += time.perf_counter() - t0
+        self.last_save = time.perf_counter() - t0
+        self.save_seconds += self.last_save
 
     def keep_until(self, pos: int) -> int:
         """Keep positions < ``pos`` (or fewer); returns how many positions the memory now holds."""
@@ -82,7 +89,8 @@ class CacheRollback:
         ctx.state_load(self._saved)
         ctx.kv_keep_until(self._saved_pos)  # the attention part still holds the later positions
         self.restores += 1
-        self.seconds += time.perf_counter() - t0
+        self.last_restore = time.perf_counter() - t0
+        self.restore_seconds += self.last_restore
         return self._saved_pos
 
     def forget(self) -> None:

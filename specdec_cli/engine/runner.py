@@ -162,6 +162,8 @@ class Engine:
         elif use_mtp:
             self.drafters["mtp"] = self._make_mtp()
         self.costs = CostModel()
+        if self.target_rollback.kind is Rollback.CHECKPOINT:
+            self.costs.checkpoint = {}  # auto weighs the state copies and replays of rejections
         self._costs_ready = False
         stepwise = self.drafters.get("draft") or self.drafters.get("mtp")
         self.drafters["auto"] = AutoDrafter(self.costs, stepwise)

@@ -130,6 +130,8 @@ class Session:
                 batch = [*replay, history[-1], *draft]
                 if draft:
                     rb.before_pass(n_cached)
+                    if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
+                        self.costs.observe_checkpoint("save", rb.last_save)
                 t0 = time.perf_counter()
                 tgt.decode(batch, n_cached, outputs="all", skip=len(replay))
                 dt = time.perf_counter() - t0
@@ -154,6 +156,8 @@ class Session:
                     want = len(history) + n_kept  # the last token and the kept drafts stay
                     kept = rb.keep_until(want)
                     if kept < want:
+                        if self.costs is not None:
+                            self.costs.observe_checkpoint("restore", rb.last_restore)
                         replay = (history + accepted)[kept:want]
                         st.restored_steps.append(len(st.steps) - 1)
                         st.n_replayed += len(replay)
