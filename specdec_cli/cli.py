@@ -110,16 +110,17 @@ TargetFileOpt = Annotated[Path, typer.Option("--target", "-t", help="Target GGUF
 @command()
 def check(
     target: TargetFileOpt,
-    draft: Annotated[Path, typer.Option("--draft", "-d", help="Draft GGUF.")],
+    draft: Annotated[Optional[Path], typer.Option("--draft", "-d", help="Draft GGUF (leave out for a target with MTP layers).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a draft can serve a target, before loading any weights. Exit 0 compatible, 1 not, 2 usage error."""
-    from .compat import check_pair
+    from .compat import check_pair, check_self
     from .gguf_meta import read_gguf
     from .views import verdict_table
 
-    tinfo, dinfo = read_gguf(target), read_gguf(draft)
-    verdict = check_pair(tinfo, dinfo, method=dinfo.spec_method or "draft")
+    tinfo = read_gguf(target)
+    dinfo = read_gguf(draft) if draft is not None else None
+    verdict = check_pair(tinfo, dinfo, method=dinfo.spec_method or "draft") if dinfo else check_self(tinfo)
     if as_json:
         console.write_json(verdict.to_dict())
     else:
@@ -245,6 +246,7 @@ def budget(
     flash_attn: FlashAttnOpt = FlashAttn.AUTO,
     cache_type_k: CacheTypeKOpt = CacheType.F16,
     cache_type_v: CacheTypeVOpt = CacheType.F16,
+    method: RunMethodOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
@@ -254,10 +256,14 @@ def budget(
 
     tinfo = read_gguf(target)
     dinfo = read_gguf(draft) if draft else None
+    how = plain(method)
+    # as run does: a target with MTP layers and no draft drafts with them (auto or --method mtp)
+    mtp = dinfo is None and how in (None, "auto", "mtp") and tinfo.has_mtp
     est = plan(
         tinfo, dinfo, n_ctx=ctx, cache_type_k=plain(cache_type_k), cache_type_v=plain(cache_type_v),
         flash_attn=plain(flash_attn), draft_max=draft_max, margin_gib=margin,
         ngl_target=parse_layers(gpu_layers, "-ngl"), ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
+        method=how or ("auto" if mtp else None), mtp=mtp,
     )
     if as_json:
         console.write_json(est.to_dict())

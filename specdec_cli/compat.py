@@ -7,16 +7,23 @@ specdec's own judgement: a draft larger than its target is a mistake; an
 EAGLE-3 / DFlash / DSpark head is trained for one base model, so a different
 family is an error and a different size a warning (acceptance collapses); a
 classic draft from another family only earns a warning, the vocabulary decides.
+
+Memory is said, not judged: a recurrent or hybrid side is rolled back by snapshots or by
+checkpoint and restore (``memory_kinds``), which the "memory" line names; only a model with no
+memory at all (encoder-only, embedding, diffusion architectures) is an error, on either side.
+A target with MTP (nextn) layers can also be checked alone (``check_self``): it drafts for itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .errors import UsageError
 from .gguf_meta import GGUFInfo
+from .memory_kinds import SNAPSHOT_CAP, MemoryKind, Rollback, draft_rollback, target_rollback
 from .methods import Method
 
-__all__ = ["Check", "Verdict", "check_vocab", "check_base", "check_pair"]
+__all__ = ["Check", "Verdict", "check_vocab", "check_base", "check_pair", "check_memory", "check_self"]
 
 # llama.cpp common/speculative.cpp
 VOCAB_MAX_SIZE_DIFFERENCE = 128
@@ -247,6 +254,10 @@ def check_pair(
                                       entry_family=entry_family, entry_size=entry_size)
     checks.append(Check("base", not b_errors, "; ".join(b_errors) or _base_summary(target, draft, method)))
     errors += b_errors
+    memory = check_memory(target, draft, method=method)
+    checks.append(memory)
+    if not memory.ok:
+        errors.append(memory.detail)
     warnings += b_warnings
     return Verdict(ok=not errors and all(c.ok for c in checks), checks=checks,
                    errors=errors, warnings=warnings)
@@ -257,3 +268,64 @@ def _base_summary(target: GGUFInfo, draft: GGUFInfo, method: str) -> str:
         return (f"draft {_fmt_params(draft.n_params)} params, "
                 f"target {_fmt_params(target.n_params)} params")
     return f"{method} draft for {_base(draft.family, draft.scale)}, target {_base(target.family, target.scale)}"
+
+
+# --- memory: how rejected drafts are taken back -----------------------------------------------
+
+_HOW = {
+    Rollback.PARTIAL: "rolled back by dropping cache positions",
+    Rollback.SNAPSHOTS: f"rolled back with recurrent-state snapshots (drafts capped at {SNAPSHOT_CAP} tokens)",
+    Rollback.CHECKPOINT: "rolled back by checkpoint and restore",
+}
+
+
+def _no_memory(role: str, info: GGUFInfo) -> str:
+    return (f"the {role} ({info.arch}) keeps no memory between tokens (an encoder-only, embedding or "
+            f"diffusion architecture): it cannot {'verify' if role == 'target' else 'propose'} drafts")
+
+
+def _side(role: str, info: GGUFInfo, how: Rollback) -> str:
+    return f"{role} {info.memory}, {_HOW[how]}"
+
+
+def check_memory(target: GGUFInfo, draft: GGUFInfo | None = None, *, method: str = "draft") -> Check:
+    """The "memory" line: each side's memory kind and how a rejected draft leaves it. Not ok when
+    a side has no memory at all (nothing to roll back, nothing to generate with), or when a draft
+    head would read the hidden states of a target that can only be checkpointed (the engine
+    refuses that: the states are not kept in step across a restore)."""
+    for role, info in (("target", target), ("draft", draft)):
+        if info is not None and info.memory is MemoryKind.NONE:
+            return Check("memory", False, _no_memory(role, info))
+    t_how = target_rollback(target.arch, target.memory)
+    if draft is not None and method in Method.heads() and t_how is Rollback.CHECKPOINT:
+        return Check("memory", False,
+                     f"{_a(method)} draft head reads the target's hidden states, which specdec does not keep in "
+                     f"step across a checkpoint restore of its {target.memory} memory: use a draft model, "
+                     "ngram or mtp with this target")
+    if draft is None:
+        return Check("memory", True, _side("target", target, t_how))
+    d_how = draft_rollback(draft.arch, draft.memory)
+    if t_how is d_how and target.memory is draft.memory:
+        return Check("memory", True, f"target and draft {target.memory}, both {_HOW[t_how]}")
+    return Check("memory", True, f"{_side('target', target, t_how)}; {_side('draft', draft, d_how)}")
+
+
+def check_self(target: GGUFInfo) -> Verdict:
+    """``check --target T`` without a draft: T drafts for itself with its MTP (nextn) layers.
+    Raises UsageError when it has none (a draft is needed then)."""
+    if not target.has_mtp:
+        raise UsageError(f"{target.path.name} has no MTP (nextn) layers to draft with: pass --draft",
+                         hint="check a draft against it with --draft FILE.gguf; `specdec run --method ngram` "
+                              "needs no draft at all")
+    errors: list[str] = []
+    if target.spec_method:
+        errors.append(f"the target is {_a(target.spec_method)} draft head, not a model")
+    n = target.n_nextn
+    checks = [Check("method", not errors, errors[-1] if errors else
+                    f"mtp: the target's own {n} nextn layer{'s' if n != 1 else ''} draft "
+                    "(specdec run --method mtp)")]
+    memory = check_memory(target)
+    checks.append(memory)
+    if not memory.ok:
+        errors.append(memory.detail)
+    return Verdict(ok=not errors, checks=checks, errors=errors, warnings=[])

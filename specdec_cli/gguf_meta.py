@@ -32,6 +32,15 @@ from .gguf_reader import (
     _string_index,
     _Truncated,
 )
+from .memory_kinds import (
+    HYBRID_ARCHS,
+    RECURRENT_ARCHS,
+    ROLLBACK_PHRASES,
+    MemoryKind,
+    Rollback,
+    memory_kind_of,
+    target_rollback,
+)
 from .model_names import _TIERS, family_from_name, size_from_label, size_from_name, size_from_params
 
 __all__ = ["GGUFInfo", "TensorInfo", "read_gguf"]
@@ -165,6 +174,14 @@ class GGUFInfo:
     spec_method: str | None
     spec_info: dict = field(default_factory=dict)
     version: int = 3
+    # what the context keeps between tokens (memory_kinds.py), over the trunk layers
+    # (block_count less the nextn/MTP blocks, which only an MTP context runs)
+    memory: MemoryKind = MemoryKind.ATTENTION
+    n_swa: int = 0  # attention.sliding_window (0: none)
+    n_nextn: int = 0  # nextn (MTP) blocks at the end of block_count, as llama.cpp's n_layer_nextn
+    recurrent_layers: tuple[int, ...] = ()  # trunk layers with a recurrent state
+    kv_layers: tuple[int, ...] = ()  # trunk layers with a KV cache
+    swa_layers: tuple[int, ...] = ()  # those of kv_layers that see only the last n_swa tokens
     kv: dict = field(default_factory=dict, repr=False, compare=False)
     tensors: list = field(default_factory=list, repr=False, compare=False)
     _tokens_cache: list | None = field(default=None, init=False, repr=False, compare=False)
@@ -213,6 +230,38 @@ class GGUFInfo:
             return from_name
         return size_from_label(self.size_label) or size_from_params(self.n_params) or from_name
 
+    @property
+    def n_layer_trunk(self) -> int:
+        """Layers an ordinary context runs: block_count less the nextn (MTP) blocks."""
+        return max(0, (self.n_layer or 0) - self.n_nextn)
+
+    @property
+    def has_mtp(self) -> bool:
+        """The file carries multi-token-prediction layers: the target can draft for itself."""
+        return bool(self.spec_info.get("mtp")) and self.n_nextn > 0
+
+    @property
+    def rollback(self) -> Rollback:
+        """How specdec takes a rejected draft back out of this model's memory as a target."""
+        return target_rollback(self.arch, self.memory)
+
+    def memory_summary(self) -> str:
+        """One line for ``inspect``: the memory kind, its layers and how drafts roll back."""
+        kind = self.memory
+        if kind is MemoryKind.ATTENTION:
+            return "attention"
+        if kind is MemoryKind.SLIDING_WINDOW:
+            where = f" on {len(self.swa_layers)} of {self.n_layer_trunk} layers" if self.swa_layers else ""
+            return f"sliding window ({self.n_swa} tokens{where})"
+        if kind is MemoryKind.NONE:
+            return ("none: an encoder-only, embedding or diffusion model keeps nothing between tokens, "
+                    "so it can be neither a target nor a draft")
+        phrase = ROLLBACK_PHRASES[self.rollback]
+        if kind is MemoryKind.RECURRENT:
+            return f"recurrent: {phrase}"
+        layers = f"{len(self.recurrent_layers)} recurrent + {len(self.kv_layers)} attention layers"
+        return f"hybrid ({layers}): {phrase}"
+
     def to_dict(self) -> dict:
         """JSON-friendly summary (no token list, no raw metadata)."""
         return {
@@ -244,6 +293,13 @@ class GGUFInfo:
             "chat_template": self.chat_template,
             "spec_method": self.spec_method,
             "spec_info": dict(self.spec_info),
+            "memory": self.memory.value,
+            "rollback": self.rollback.value,
+            "recurrent_layers": len(self.recurrent_layers),
+            "attention_layers": len(self.kv_layers),
+            "sliding_window": self.n_swa or None,
+            "sliding_window_layers": len(self.swa_layers),
+            "nextn_layers": self.n_nextn,
         }
 
 
@@ -319,6 +375,88 @@ def _spec(kv: dict, arch: str, tensors: list[TensorInfo]) -> tuple[str | None, d
     return None, {}
 
 
+# --- which layers keep what (llama.cpp's is_recr / is_swa per architecture) ---------------------
+
+# Sliding-window layer patterns llama.cpp hard-codes per architecture (every Nth layer is full).
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gemma3n": 5}
+# hybrids whose recurrent layers are every layer but each full_attention_interval-th (default)
+_INTERVAL_HYBRIDS = {"qwen3next": 4, "qwen35": 4, "qwen35moe": 4, "qwen4exp": 4, "minimax-01": 8}
+
+
+def _per_layer_ints(value, n: int, default: int | None) -> list[int | None]:
+    """A per-layer key (a scalar or an array) as n values; short arrays repeat their last value."""
+    if isinstance(value, list):
+        vals = [_as_int(x) for x in value[:n]]
+        last = vals[-1] if vals else default
+        return vals + [last] * (n - len(vals))
+    v = _as_int(value)
+    return [v if v is not None else default] * n
+
+
+def _flags(value, n: int) -> list[bool] | None:
+    """A per-layer boolean array key, or None when absent or not an array."""
+    if not isinstance(value, list) or not value:
+        return None
+    flags = [bool(x) for x in value[:n]]
+    return flags + [False] * (n - len(flags))
+
+
+def swa_layer_set(kv: dict, arch: str, n_layer: int) -> set[int]:
+    """Layers of ``arch`` that use the sliding window (when ``attention.sliding_window`` is set)."""
+    pattern = kv.get(f"{arch}.attention.sliding_window_pattern")
+    flags = _flags(pattern, n_layer)
+    if flags is not None:
+        return {i for i, is_swa in enumerate(flags) if is_swa}
+    period = _as_int(pattern)
+    period = period if period is not None and period > 0 else SWA_PATTERN.get(arch, 0)
+    if period <= 1:
+        return set(range(n_layer)) if period == 1 else set()
+    return {i for i in range(n_layer) if (i + 1) % period != 0}
+
+
+def _layer_memory(kv: dict, arch: str, kind: MemoryKind, n_trunk: int, n_swa: int):
+    """(recurrent, kv, swa) trunk layer indices, as llama.cpp's loaders mark them."""
+    layers = range(n_trunk)
+    if kind is MemoryKind.NONE:
+        return (), (), ()
+    if arch in RECURRENT_ARCHS:
+        return tuple(layers), (), ()
+    recurrent: set[int] = set()
+    attention = set(layers)
+    if arch in HYBRID_ARCHS:
+        n_head_kv = _per_layer_ints(kv.get(f"{arch}.attention.head_count_kv"), n_trunk, None)
+        n_head = _per_layer_ints(kv.get(f"{arch}.attention.head_count"), n_trunk, None)
+        kv_heads = [h if h is not None else n_head[i] for i, h in enumerate(n_head_kv)]
+        if arch == "falcon-h1":  # every layer has both
+            recurrent = set(layers)
+        elif arch in _INTERVAL_HYBRIDS:
+            flags = _flags(kv.get(f"{arch}.attention.recurrent_layers"), n_trunk)
+            if flags is not None:
+                recurrent = {i for i in layers if flags[i]}
+            else:
+                interval = _as_int(kv.get(f"{arch}.full_attention_interval"))
+                interval = interval if interval and interval > 0 else _INTERVAL_HYBRIDS[arch]
+                recurrent = {i for i in layers if (i + 1) % interval != 0}
+            attention = set(layers) - recurrent
+        elif arch in ("nemotron_h", "nemotron_h_moe"):  # a layer is Mamba, attention or MLP only
+            n_ff = _per_layer_ints(kv.get(f"{arch}.feed_forward_length"), n_trunk, 0)
+            recurrent = {i for i in layers if not kv_heads[i] and not n_ff[i]}
+            attention = {i for i in layers if kv_heads[i] and not n_ff[i]}
+        else:  # jamba, granitehybrid, plamo2, lfm2, kimi: no KV heads marks a recurrent layer
+            recurrent = {i for i in layers if not kv_heads[i]}
+            attention = set(layers) - recurrent
+    swa = swa_layer_set(kv, arch, n_trunk) & attention if n_swa else set()
+    return tuple(sorted(recurrent)), tuple(sorted(attention)), tuple(sorted(swa))
+
+
+def _n_nextn(kv: dict, arch: str, n_layer: int | None, spec_info: dict) -> int:
+    """llama.cpp's n_layer_nextn: ``nextn_predict_layers`` (the nextn tensors say 1 without it)."""
+    n = _as_int(kv.get(f"{arch}.nextn_predict_layers"))
+    if n is None or n < 0:
+        n = 1 if spec_info.get("mtp") else 0
+    return min(n, n_layer or 0)
+
+
 def _str_or_none(v) -> str | None:
     return v if isinstance(v, str) and v else None
 
@@ -369,6 +507,12 @@ def read_gguf(path: str | Path) -> GGUFInfo:
         return kv.get(f"{arch}.{suffix}")
 
     method, spec_info = _spec(kv, arch, tensors)
+    n_layer = _as_int(akey("block_count"))
+    n_swa = _as_int(akey("attention.sliding_window")) or 0
+    n_swa = max(0, n_swa)
+    memory = memory_kind_of(arch, n_swa)
+    n_nextn = _n_nextn(kv, arch, n_layer, spec_info)
+    recurrent, kv_layers, swa_layers = _layer_memory(kv, arch, memory, max(0, (n_layer or 0) - n_nextn), n_swa)
     info = GGUFInfo(
         path=path,
         file_size=size,
@@ -378,7 +522,7 @@ def read_gguf(path: str | Path) -> GGUFInfo:
         size_label=_str_or_none(kv.get("general.size_label")),
         finetune=_str_or_none(kv.get("general.finetune")),
         n_params=sum(t.n_elements for t in tensors),
-        n_layer=_as_int(akey("block_count")),
+        n_layer=n_layer,
         n_embd=_as_int(akey("embedding_length")),
         n_head=_first_int(akey("attention.head_count")),
         n_head_kv=_first_int(akey("attention.head_count_kv")),
@@ -397,6 +541,12 @@ def read_gguf(path: str | Path) -> GGUFInfo:
         spec_method=method,
         spec_info=spec_info,
         version=version,
+        memory=memory,
+        n_swa=n_swa,
+        n_nextn=n_nextn,
+        recurrent_layers=recurrent,
+        kv_layers=kv_layers,
+        swa_layers=swa_layers,
         kv=kv,
         tensors=tensors,
     )

@@ -39,11 +39,18 @@ def pairs_table(entries) -> None:
     for e in entries:
         row = [e.name, e.method, f"{e.target_family} {e.target_size}", _s(e.draft_max), _s(e.draft_p_min)]
         if wide:
-            row.append(e.draft_path or e.draft_repo or "(none)")
+            row.append(_draft_source(e))
         table.add_row(*row)
     out.print(table)
     if not entries:
         out.print("no pairs match")
+
+
+def _draft_source(e) -> str:
+    """Where an entry's draft comes from: a file, a repo, the target's own MTP layers, or nothing."""
+    if e.method == "mtp":
+        return "(the target's MTP layers)"
+    return e.draft_path or e.draft_repo or "(none)"
 
 
 def info_table(info) -> None:
@@ -63,11 +70,16 @@ def info_table(info) -> None:
         ("width (n_embd)", _s(info.n_embd)),
         ("heads / kv heads", f"{_s(info.n_head)} / {_s(info.n_head_kv)}"),
         ("context (train)", _s(info.n_ctx_train)),
+        ("memory", info.memory_summary()),
         ("vocabulary", f"{info.vocab_type or '-'} ({info.vocab_model or '-'}), {info.n_vocab} tokens"),
         ("bos / eos", f"{_s(info.bos_id)} (add {info.add_bos}) / {_s(info.eos_id)} (add {info.add_eos})"),
         ("chat template", "yes" if info.chat_template else "no"),
         ("speculative method", info.spec_method or "none (usable as a target or a classic draft)"),
     ]
+    if info.has_mtp:
+        n = info.n_nextn
+        rows.insert(rows.index(("memory", info.memory_summary())) + 1,
+                    ("MTP", f"{n} nextn layer{'s' if n != 1 else ''} (specdec run --method mtp)"))
     for k, v in rows:
         table.add_row(k, v)
     for k, v in (d.get("spec_info") or {}).items():
@@ -75,7 +87,8 @@ def info_table(info) -> None:
     out.print(table)
 
 
-def verdict_table(verdict, tinfo, dinfo) -> None:
+def verdict_table(verdict, tinfo, dinfo=None) -> None:
+    """``dinfo`` None: the target checked alone, drafting for itself (MTP)."""
     table = Table(box=None, header_style="bold")
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
@@ -87,6 +100,10 @@ def verdict_table(verdict, tinfo, dinfo) -> None:
         console.warn(w)
     for e in verdict.errors:
         console.error_line(e)
+    if dinfo is None:
+        word = "can draft for itself (specdec run --method mtp)" if verdict.ok else "cannot draft for itself"
+        out.print(f"{tinfo.path.name}: {word}", markup=False)
+        return
     word = "compatible" if verdict.ok else "incompatible"
     out.print(f"{dinfo.path.name} -> {tinfo.path.name}: {word}", markup=False)
 
@@ -117,6 +134,22 @@ def budget_table(est, console=None) -> None:
     gpus = [d for d in est.devices if d.is_gpu]
     if gpus:
         con.print(f"offload: target -ngl {est.ngl_target}, draft -ngld {est.ngl_draft}", markup=False)
+    line = rollback_line(est)
+    if line:
+        con.print(line, markup=False)
+
+
+def rollback_line(est) -> str | None:
+    """How rejected drafts leave each model's memory, where that costs memory (snapshots, checkpoints)."""
+    from .memory_kinds import Rollback
+
+    parts = []
+    for role, how in (getattr(est, "rollback", None) or {}).items():
+        if how == Rollback.SNAPSHOTS:
+            parts.append(f"{role} keeps {est.n_rs_seq} recurrent-state snapshots (n_rs_seq {est.n_rs_seq})")
+        elif how == Rollback.CHECKPOINT:
+            parts.append(f"{role} checkpoints its recurrent state in host memory")
+    return "rollback: " + "; ".join(parts) if parts else None
 
 
 def models_table(found) -> None:

@@ -240,3 +240,101 @@ def test_check_dataclass_and_verdict_dict():
     v = Verdict(ok=True, checks=[c], errors=[], warnings=["w"])
     assert v.to_dict() == {"ok": True, "checks": [{"name": "x", "ok": True, "detail": "fine"}],
                            "errors": [], "warnings": ["w"]}
+
+
+# --- memory: how rejected drafts are rolled back; MTP targets -------------------------------------
+
+from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by name)
+    tiny_gemma3,
+    tiny_gemma3_draft,
+    tiny_mamba2,
+    tiny_mamba2_draft,
+    tiny_qwen35,
+    tiny_qwen35_draft,
+    tiny_qwen35_mtp,
+)
+
+from specdec_cli.compat import check_memory, check_self  # noqa: E402
+from specdec_cli.errors import UsageError  # noqa: E402
+
+
+def test_hybrid_pair_says_how_each_side_rolls_back(tiny_qwen35, tiny_qwen35_draft):
+    v = check_pair(read_gguf(tiny_qwen35), read_gguf(tiny_qwen35_draft))
+    assert v.ok and not v.errors, v.to_dict()
+    memory = by_name(v.checks)["memory"]
+    assert memory.ok
+    assert memory.detail == ("target hybrid, rolled back with recurrent-state snapshots (drafts capped at 16 tokens); "
+                             "draft hybrid, rolled back by checkpoint and restore")
+
+
+def test_recurrent_pair_checkpoints_both(tiny_mamba2, tiny_mamba2_draft):
+    v = check_pair(read_gguf(tiny_mamba2), read_gguf(tiny_mamba2_draft))
+    assert v.ok and not v.errors, v.to_dict()
+    memory = by_name(v.checks)["memory"]
+    assert memory.ok and memory.detail == "target and draft recurrent, both rolled back by checkpoint and restore"
+
+
+def test_mixed_and_plain_memories(tiny_qwen35, tiny_mamba2_draft, tiny_gemma3, tiny_gemma3_draft, target, draft):
+    mixed = check_memory(read_gguf(tiny_qwen35), read_gguf(tiny_mamba2_draft))
+    assert mixed.ok and mixed.detail == (
+        "target hybrid, rolled back with recurrent-state snapshots (drafts capped at 16 tokens); "
+        "draft recurrent, rolled back by checkpoint and restore")
+    swa = check_memory(read_gguf(tiny_gemma3), read_gguf(tiny_gemma3_draft))
+    assert swa.ok and swa.detail == "target and draft sliding window, both rolled back by dropping cache positions"
+    plain = by_name(check_pair(target, draft).checks)["memory"]
+    assert plain.ok and plain.detail == "target and draft attention, both rolled back by dropping cache positions"
+
+
+def test_a_model_without_memory_is_an_error_in_one_line(tmp_path, draft, target):
+    bert = read_gguf(write_meta_gguf(tmp_path / "bert.gguf", arch="bert", meta={
+        "general.basename": "Tiny-Llama", "bert.block_count": 2}))
+    assert bert.arch == "bert"
+    v = check_pair(bert, draft)
+    assert not v.ok
+    assert not by_name(v.checks)["memory"].ok
+    msg = next(e for e in v.errors if "no memory" in e)
+    assert "\n" not in msg
+    assert msg == ("the target (bert) keeps no memory between tokens (an encoder-only, embedding or diffusion "
+                   "architecture): it cannot verify drafts")
+    v = check_pair(target, bert)
+    assert not v.ok and any(e.startswith("the draft (bert) keeps no memory") for e in v.errors)
+
+
+def test_an_mtp_target_drafts_for_itself(tiny_qwen35_mtp):
+    v = check_self(read_gguf(tiny_qwen35_mtp))
+    assert v.ok and not v.errors and not v.warnings
+    checks = by_name(v.checks)
+    assert checks["method"].detail == "mtp: the target's own 1 nextn layer draft (specdec run --method mtp)"
+    assert checks["memory"].detail == "target hybrid, rolled back with recurrent-state snapshots (drafts capped at 16 tokens)"
+    json.dumps(v.to_dict())
+
+
+def test_a_target_without_mtp_needs_a_draft(tiny_qwen35, target):
+    for info in (read_gguf(tiny_qwen35), target):
+        with pytest.raises(UsageError, match="no MTP \\(nextn\\) layers to draft with: pass --draft") as exc:
+            check_self(info)
+        assert exc.value.exit_code == 2 and exc.value.hint
+
+
+def test_verdict_table_for_a_target_alone(tiny_qwen35_mtp, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from specdec_cli import views
+
+    buf = io.StringIO()
+    monkeypatch.setattr(views, "out", Console(file=buf, width=200, highlight=False, no_color=True))
+    info = read_gguf(tiny_qwen35_mtp)
+    views.verdict_table(check_self(info), info)
+    text = buf.getvalue()
+    assert f"{info.path.name}: can draft for itself (specdec run --method mtp)" in text
+    assert "recurrent-state snapshots" in text
+
+
+def test_a_head_on_a_checkpointed_target_is_an_error(tmp_path, tiny_mamba2):
+    mamba = read_gguf(tiny_mamba2)
+    v = check_pair(mamba, head(tmp_path, name="eagle3_tiny_mamba2", width=mamba.n_embd, layers=(0, 1, 2)))
+    assert not v.ok and not by_name(v.checks)["memory"].ok
+    assert ("an eagle3 draft head reads the target's hidden states, which specdec does not keep in step across "
+            "a checkpoint restore of its recurrent memory: use a draft model, ngram or mtp with this target") in v.errors

@@ -393,3 +393,155 @@ def test_big_vocab_is_fast(big_vocab_gguf):
     assert best < 0.5, f"read_gguf took {best:.3f}s on a 151,936-token vocabulary"
     toks = info.tokens()
     assert len(toks) == 151_936 and toks[151_645] == "<|im_end|>"
+
+
+# --- memory kinds and MTP layers --------------------------------------------------------------
+
+from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by name)
+    tiny_gemma3,
+    tiny_mamba2,
+    tiny_qwen35,
+    tiny_qwen35_mtp,
+)
+
+from specdec_cli.memory_kinds import MemoryKind, Rollback  # noqa: E402
+
+
+def qwen35_layers(info):
+    """(recurrent, attention) trunk layers as llama.cpp's qwen35 loader marks them: every
+    full_attention_interval-th layer is attention, the nextn blocks are neither."""
+    trunk = info.n_layer - (info.kv.get("qwen35.nextn_predict_layers") or 0)
+    interval = info.kv["qwen35.full_attention_interval"]
+    rec = tuple(i for i in range(trunk) if (i + 1) % interval != 0)
+    return rec, tuple(i for i in range(trunk) if i not in rec)
+
+
+def test_memory_kinds_of_the_fixtures(tiny_mamba2, tiny_qwen35, tiny_gemma3, tiny_target):
+    mamba, qwen, gemma, llama = (read_gguf(p) for p in (tiny_mamba2, tiny_qwen35, tiny_gemma3, tiny_target))
+    assert mamba.memory is MemoryKind.RECURRENT and mamba.rollback is Rollback.CHECKPOINT
+    assert (mamba.recurrent_layers, mamba.kv_layers) == (tuple(range(mamba.n_layer)), ())
+    assert qwen.memory is MemoryKind.HYBRID and qwen.rollback is Rollback.SNAPSHOTS
+    assert (qwen.recurrent_layers, qwen.kv_layers) == qwen35_layers(qwen)
+    assert qwen.recurrent_layers and qwen.kv_layers
+    # gemma3: five layers of every six see the window (llama.cpp's set_swa_pattern(6))
+    assert gemma.memory is MemoryKind.SLIDING_WINDOW and gemma.rollback is Rollback.PARTIAL
+    assert gemma.n_swa == gemma.kv["gemma3.attention.sliding_window"] > 0
+    assert gemma.swa_layers == tuple(i for i in range(gemma.n_layer) if i % 6 < 5)
+    assert gemma.kv_layers == tuple(range(gemma.n_layer))
+    assert llama.memory is MemoryKind.ATTENTION and llama.rollback is Rollback.PARTIAL
+    assert (llama.recurrent_layers, llama.swa_layers, llama.n_nextn) == ((), (), 0)
+
+
+def test_inspect_json_carries_memory_and_rollback(tiny_mamba2, tiny_qwen35, tiny_gemma3, tiny_target):
+    keys = ("memory", "rollback", "recurrent_layers", "attention_layers", "sliding_window",
+            "sliding_window_layers", "nextn_layers")
+    mamba, qwen, gemma, llama = (read_gguf(p) for p in (tiny_mamba2, tiny_qwen35, tiny_gemma3, tiny_target))
+    rec, att = qwen35_layers(qwen)
+    got = {i.path.name: {k: i.to_dict()[k] for k in keys} for i in (mamba, qwen, gemma, llama)}
+    assert got == {
+        mamba.path.name: dict(memory="recurrent", rollback="checkpoint", recurrent_layers=mamba.n_layer,
+                              attention_layers=0, sliding_window=None, sliding_window_layers=0, nextn_layers=0),
+        qwen.path.name: dict(memory="hybrid", rollback="snapshots", recurrent_layers=len(rec),
+                             attention_layers=len(att), sliding_window=None, sliding_window_layers=0, nextn_layers=0),
+        gemma.path.name: dict(memory="sliding window", rollback="partial", recurrent_layers=0,
+                              attention_layers=gemma.n_layer, sliding_window=gemma.n_swa,
+                              sliding_window_layers=len(gemma.swa_layers), nextn_layers=0),
+        llama.path.name: dict(memory="attention", rollback="partial", recurrent_layers=0, attention_layers=4,
+                              sliding_window=None, sliding_window_layers=0, nextn_layers=0),
+    }
+    json.dumps(qwen.to_dict())
+
+
+def test_mtp_target_counts_its_nextn_layers(tiny_qwen35_mtp):
+    info = read_gguf(tiny_qwen35_mtp)
+    d = info.to_dict()
+    assert info.spec_method is None and d["spec_method"] is None  # a target, not a draft
+    assert info.spec_info == {"mtp": True, "nextn_predict_layers": 1}
+    assert info.has_mtp and info.n_nextn == 1 and d["nextn_layers"] == 1
+    assert info.n_layer_trunk == info.n_layer - 1
+    # the nextn block is full attention, but not part of the trunk's memory
+    assert (info.recurrent_layers, info.kv_layers) == qwen35_layers(info)
+    assert info.n_layer - 1 not in info.kv_layers
+    assert d["memory"] == "hybrid" and d["rollback"] == "snapshots"
+
+
+def test_memory_summary_lines(tiny_mamba2, tiny_qwen35, tiny_gemma3, tiny_target):
+    qwen, gemma = read_gguf(tiny_qwen35), read_gguf(tiny_gemma3)
+    rec, att = qwen35_layers(qwen)
+    assert read_gguf(tiny_mamba2).memory_summary() == "recurrent: drafts roll back by checkpoint and restore"
+    assert qwen.memory_summary() == (
+        f"hybrid ({len(rec)} recurrent + {len(att)} attention layers): drafts roll back with recurrent-state snapshots")
+    assert gemma.memory_summary() == (
+        f"sliding window ({gemma.n_swa} tokens on {len(gemma.swa_layers)} of {gemma.n_layer} layers)")
+    assert read_gguf(tiny_target).memory_summary() == "attention"
+
+
+def test_memory_summary_of_the_brief_examples(tmp_path):
+    hybrid = read_gguf(write_meta_gguf(tmp_path / "h.gguf", arch="qwen35", meta={"qwen35.block_count": 4}))
+    assert hybrid.memory_summary() == (
+        "hybrid (3 recurrent + 1 attention layers): drafts roll back with recurrent-state snapshots")
+    gemma = read_gguf(write_meta_gguf(tmp_path / "g.gguf", arch="gemma3", meta={
+        "gemma3.block_count": 6, "gemma3.attention.sliding_window": 8}))
+    assert gemma.memory_summary() == "sliding window (8 tokens on 5 of 6 layers)"
+
+
+def _inspect_text(info, monkeypatch) -> str:
+    import io
+
+    from rich.console import Console
+
+    from specdec_cli import views
+
+    buf = io.StringIO()
+    monkeypatch.setattr(views, "out", Console(file=buf, width=200, highlight=False, no_color=True))
+    views.info_table(info)
+    return buf.getvalue()
+
+
+def test_inspect_shows_memory_and_mtp_lines(tiny_qwen35_mtp, tiny_mamba2, monkeypatch):
+    info = read_gguf(tiny_qwen35_mtp)
+    text = _inspect_text(info, monkeypatch)
+    lines = {ln.split(None, 1)[0]: ln.split(None, 1)[1].strip() for ln in text.splitlines() if ln.strip()}
+    assert lines["memory"] == info.memory_summary()
+    assert lines["memory"].startswith("hybrid (") and lines["memory"].endswith("recurrent-state snapshots")
+    assert lines["MTP"] == "1 nextn layer (specdec run --method mtp)"
+    text = _inspect_text(read_gguf(tiny_mamba2), monkeypatch)
+    assert "recurrent: drafts roll back by checkpoint and restore" in text and "MTP" not in text
+
+
+def test_recurrent_layers_from_metadata_as_llama_cpp_marks_them(tmp_path):
+    # an explicit attention.recurrent_layers array wins over full_attention_interval
+    qwen = read_gguf(write_meta_gguf(tmp_path / "q.gguf", arch="qwen35", meta={
+        "qwen35.block_count": 4, "qwen35.full_attention_interval": 2,
+        "qwen35.attention.recurrent_layers": [True, True, True, False]}))
+    assert (qwen.recurrent_layers, qwen.kv_layers) == ((0, 1, 2), (3,))
+    # without either, llama.cpp's default interval is 4
+    qwen = read_gguf(write_meta_gguf(tmp_path / "q4.gguf", arch="qwen35", meta={"qwen35.block_count": 8}))
+    assert qwen.kv_layers == (3, 7)
+    # Jamba-like hybrids: no KV heads marks a recurrent layer
+    jamba = read_gguf(write_meta_gguf(tmp_path / "j.gguf", arch="jamba", meta={
+        "jamba.block_count": 4, "jamba.attention.head_count": 8,
+        "jamba.attention.head_count_kv": [0, 0, 0, 2]}))
+    assert jamba.memory is MemoryKind.HYBRID and jamba.rollback is Rollback.CHECKPOINT
+    assert (jamba.recurrent_layers, jamba.kv_layers) == ((0, 1, 2), (3,))
+    # Nemotron-H: Mamba, attention and MLP-only layers
+    nemo = read_gguf(write_meta_gguf(tmp_path / "n.gguf", arch="nemotron_h", meta={
+        "nemotron_h.block_count": 3, "nemotron_h.attention.head_count": 8,
+        "nemotron_h.attention.head_count_kv": [0, 2, 0], "nemotron_h.feed_forward_length": [0, 0, 64]}))
+    assert (nemo.recurrent_layers, nemo.kv_layers) == ((0,), (1,))
+
+
+def test_an_encoder_only_model_has_no_memory(tmp_path):
+    bert = read_gguf(write_meta_gguf(tmp_path / "bert.gguf", arch="bert", meta={"bert.block_count": 2}))
+    assert bert.memory is MemoryKind.NONE and bert.rollback is Rollback.NONE
+    d = bert.to_dict()
+    assert (d["memory"], d["rollback"], d["attention_layers"]) == ("none", "none", 0)
+    assert bert.memory_summary().startswith("none: ")
+
+
+def test_nextn_key_without_tensors_still_shortens_the_trunk(tmp_path):
+    # llama.cpp reads nextn_predict_layers whatever the tensors: the trunk is block_count - nextn
+    info = read_gguf(write_meta_gguf(tmp_path / "glm.gguf", arch="glm4moe", meta={
+        "glm4moe.block_count": 4, "glm4moe.nextn_predict_layers": 1}))
+    assert info.n_nextn == 1 and info.n_layer_trunk == 3 and info.kv_layers == (0, 1, 2)
+    assert not info.has_mtp  # no nextn tensors in the file: nothing to draft with

@@ -46,6 +46,7 @@ def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet:
     """Budget the plan's files before loading anything; choose the offload when -ngl is auto; refuse
     if it cannot fit (unless ``force``)."""
     from ..budget import parse_layers, plan as budget_plan, suggestions
+    from ..methods import Method
     from ..views import budget_table
 
     est = budget_plan(
@@ -59,6 +60,8 @@ def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet:
         ngl_target=parse_layers(load.gpu_layers, "-ngl"),
         ngl_draft=parse_layers(load.gpu_layers_draft, "-ngld"),
         margin_gib=load.margin,
+        method=plan.method.value,
+        mtp=plan.drafter is Method.MTP,
     )
     short = [(d, est.short(d)) for d in est.devices if d.usable and est.short(d)]
     if short and not force:
