@@ -33,7 +33,12 @@ class RegistryError(UsageError):
 
 @dataclass(frozen=True)
 class PairEntry:
-    """One draft (or draft-free method) for one target model, with recommended settings."""
+    """One draft (or draft-free method) for one target model, with recommended settings.
+
+    ``ngram`` and ``mtp`` entries name no draft (``draft_repo``/``draft_path`` are None): the
+    first looks tokens up in the text so far, the second runs the target GGUF's own
+    multi-token-prediction (nextn) layers.
+    """
 
     name: str
     method: str
@@ -247,6 +252,13 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 }
 _TYPE_NAMES = {str: "a string", list: "a list of strings", int: "an integer", float: "a number"}
 
+# Methods that draft without a draft file: (why draft_* fields do not apply, what to do instead).
+_NO_DRAFT_FILE: dict[str, tuple[str, str]] = {
+    Method.NGRAM.value: ("it uses no draft model", ""),
+    Method.MTP.value: ("it drafts with the target's own MTP layers",
+                       "; point target_path or target_repos at a GGUF that keeps its nextn (MTP) layers"),
+}
+
 
 def _build_entry(raw: dict[str, Any], index: int, where: str) -> PairEntry:
     """Validate one [[pair]] table and turn it into a PairEntry."""
@@ -287,11 +299,11 @@ def _build_entry(raw: dict[str, Any], index: int, where: str) -> PairEntry:
         if not _SLUG_RE.match(raw[key]):
             raise fail(f"field '{key}' must be lowercase without spaces", f'e.g. {key} = "{example}"')
 
-    if method == "ngram":
+    if not Method(method).needs_draft_file:
         for key in ("draft_repo", "draft_file", "draft_path"):
             if key in raw:
-                raise fail(f"field '{key}' does not apply to method 'ngram' (it uses no draft model)",
-                           f"remove {key}")
+                why, hint = _NO_DRAFT_FILE[method]
+                raise fail(f"field '{key}' does not apply to method '{method}' ({why})", f"remove {key}{hint}")
     elif "draft_repo" not in raw and "draft_path" not in raw:
         raise fail("missing field 'draft_repo' (or 'draft_path')",
                    "say where the draft comes from: draft_repo = \"org/repo\" or draft_path = \"/path/to/draft.gguf\"")

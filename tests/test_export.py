@@ -29,6 +29,8 @@ from specdec_cli.registry import METHODS
 
 T_GGUF = "/models/Qwen3-8B-Q4_K_M.gguf"
 T_REPO = "Qwen/Qwen3-8B"
+Q35_GGUF = "/models/Qwen3.5-9B-Q4_K_M.gguf"  # MTP: a target that drafts for itself
+Q35_REPO = "Qwen/Qwen3.5-9B"
 
 
 def spec_for(method: str, **kw) -> ExportSpec:
@@ -49,6 +51,8 @@ def spec_for(method: str, **kw) -> ExportSpec:
                        settings_source="registry"),
         "ngram": dict(target=T_GGUF, draft=None, target_repo=T_REPO, draft_max=8, draft_min=0, p_min=0.0,
                       settings_source="defaults"),
+        "mtp": dict(target=Q35_GGUF, draft=None, target_repo=Q35_REPO, draft_max=3, draft_min=0, p_min=0.0,
+                    settings_source="registry"),
     }[method]
     base.update(kw)
     return ExportSpec(method=method, **base)
@@ -108,6 +112,19 @@ EXPECTED = {
         "python3", "-m", "sglang.launch_server", "--model-path", T_REPO, "--speculative-algorithm", "NGRAM",
         "--speculative-num-draft-tokens", "9"],
 }
+# MTP: no draft model anywhere; the target's own nextn layers draft (llama.cpp draft-mtp, vLLM
+# "mtp" with the target as its default model, SGLang EAGLE with the target as the draft path)
+EXPECTED.update({
+    ("llama-server", "mtp"): [
+        "llama-server", "-m", Q35_GGUF, "--spec-type", "draft-mtp",
+        "--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"],
+    ("vllm", "mtp"): [
+        "vllm", "serve", Q35_REPO, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}'],
+    ("sglang", "mtp"): [
+        "python3", "-m", "sglang.launch_server", "--model-path", Q35_REPO, "--speculative-algorithm", "EAGLE",
+        "--speculative-draft-model-path", Q35_REPO,
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"],
+})
 
 
 def test_every_engine_and_method_is_pinned():
@@ -413,6 +430,122 @@ def test_malformed_specs_are_usage_errors(change, message):
     with pytest.raises(UsageError) as info:
         export(replace(spec_for("draft"), **change), "llama-server")
     assert str(info.value) == message and info.value.hint
+
+
+# --------------------------------------------------------------------------- MTP (the target drafts for itself)
+
+
+def test_mtp_needs_no_draft_and_drops_one_given():
+    out = export(spec_for("mtp", draft="/models/x.gguf", gpu_layers=99, gpu_layers_draft=99, ctx=4096), "llama-server")
+    assert out.argv == EXPECTED[("llama-server", "mtp")] + ["-ngl", "99", "-c", "4096"]
+    assert "-md" not in out.argv and "-ngld" not in out.argv
+    assert "draft /models/x.gguf dropped: MTP drafts with the target's own nextn layers" in out.notes
+    assert "-ngld dropped: the MTP layers are part of the target model, and -ngl places them" in out.notes
+    assert out.notes[0] == "settings from the registry entry: draft-max 3, draft-min 0, p-min 0"
+    for engine in ("vllm", "sglang"):
+        out = export(spec_for("mtp", draft="/models/x.gguf", draft_repo="org/some-draft"), engine)
+        assert out.argv == EXPECTED[(engine, "mtp")]
+        assert "org/some-draft" not in out.command_line()
+
+
+def test_mtp_llama_server_reads_the_target_gguf(tmp_path):
+    from tiny_memory_models import write_qwen35_gguf
+
+    with_mtp = write_qwen35_gguf(tmp_path / "q35-mtp.gguf", nextn=1)
+    without = write_qwen35_gguf(tmp_path / "q35.gguf")
+    out = export(spec_for("mtp", target=str(with_mtp)), "llama-server")
+    assert out.argv == ["llama-server", "-m", str(with_mtp)] + EXPECTED[("llama-server", "mtp")][3:]
+    assert not any("nextn" in n for n in out.notes)
+    err = _refusal(spec_for("mtp", target=str(without)), "llama-server")
+    assert err.exit_code == EXIT_FAILURE and not isinstance(err, UsageError)
+    assert str(err) == ("llama-server's draft-mtp drafts with the target's own nextn (MTP) layers, "
+                        f"and {without} has none")
+    assert "\n" not in err.one_line() and "--no-mtp" in err.hint and "-MTP-GGUF" in err.hint
+    # vLLM and SGLang load the checkpoint (with its mtp.* weights), not this GGUF
+    assert export(spec_for("mtp", target=str(without)), "vllm").argv == EXPECTED[("vllm", "mtp")]
+
+
+def test_mtp_target_facts_from_the_caller_win():
+    assert "has none" in str(_refusal(spec_for("mtp", target_has_mtp=False), "llama-server"))
+    assert not any("nextn" in n for n in export(spec_for("mtp", target_has_mtp=True), "llama-server").notes)
+    # a GGUF not on this machine: unknown, so a note rather than a refusal
+    assert ("the target GGUF must keep its nextn (MTP) layers (converted without --no-mtp); "
+            "specdec inspect shows whether it does") in export(spec_for("mtp"), "llama-server").notes
+
+
+def test_mtp_settings_on_each_engine():
+    out = export(spec_for("mtp", draft_max=2, draft_min=1, p_min=0.6), "llama-server")
+    assert out.argv[-6:] == ["--spec-draft-n-max", "2", "--spec-draft-n-min", "1", "--spec-draft-p-min", "0.6"]
+    one = export(spec_for("mtp", draft_max=1, p_min=0.6), "vllm")
+    assert one.speculative_config == {"method": "mtp", "num_speculative_tokens": 1}
+    assert any(n.startswith("p-min 0.6 dropped: vLLM has no draft-confidence cut-off") for n in one.notes)
+    assert any("mtp.* tensors" in n and "dspark" in n for n in one.notes)
+    assert not any("MTP layer again" in n for n in one.notes)
+    assert any(n.startswith("with num_speculative_tokens 3 vLLM runs the model's MTP layer again")
+               for n in export(spec_for("mtp"), "vllm").notes)
+    out = export(spec_for("mtp", draft_max=5, draft_min=2, tensor_parallel=2, ctx=8192), "sglang")
+    assert out.argv[5:] == ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", Q35_REPO,
+                            "--speculative-num-steps", "5", "--speculative-eagle-topk", "1",
+                            "--speculative-num-draft-tokens", "6", "--tp-size", "2", "--context-length", "8192"]
+    assert "draft-min 2 dropped: SGLang has no minimum draft length" in out.notes
+    assert any(n.startswith("SGLang runs MTP as EAGLE (NEXTN is its alias)") for n in out.notes)
+
+
+def test_mtp_sglang_drafts_from_the_target_checkpoint(tmp_path):
+    folder = tmp_path / "Qwen3.5-9B"
+    folder.mkdir()
+    out = export(spec_for("mtp", target=str(folder), target_repo=None), "sglang")
+    assert out.argv[4] == str(folder)
+    assert out.argv[out.argv.index("--speculative-draft-model-path") + 1] == str(folder)
+    assert export(spec_for("mtp", target="deepseek-ai/DeepSeek-V4-Flash", target_repo=None), "vllm").argv[2] == \
+        "deepseek-ai/DeepSeek-V4-Flash"
+
+
+def _source_root(env: str, marker: str) -> Path:
+    root = Path(os.environ.get(env, "/nonexistent"))
+    if not (root / marker).is_file():
+        pytest.skip(f"set {env} to an unpacked source tree holding {marker}")
+    return root
+
+
+def test_mtp_spellings_are_in_the_pinned_engine_sources():
+    """SPECDEC_VLLM_SRC / SPECDEC_SGLANG_SRC: the unpacked vllm-0.34.0 / sglang-0.5.23 wheels
+    (the folders holding vllm/ and sglang/)."""
+    vllm = _source_root("SPECDEC_VLLM_SRC", "vllm/config/speculative.py")
+    spec_py = (vllm / "vllm/config/speculative.py").read_text()
+    mtp_types = spec_py.split("MTPModelTypes = Literal[", 1)[1].split("]", 1)[0]
+    assert '"mtp",' in mtp_types and '"qwen3_5_mtp",' in mtp_types and '"deepseek_mtp",' in mtp_types
+    assert "is deprecated and replaced with mtp" in spec_py
+    assert "return target.model_weights or target.model" in \
+        (vllm / "vllm/v1/worker/gpu/spec_decode/mtp/config.py").read_text()
+    sglang = _source_root("SPECDEC_SGLANG_SRC", "sglang/srt/speculative/spec_info.py")
+    assert "    EAGLE = auto()" in (sglang / "sglang/srt/speculative/spec_info.py").read_text()
+    registry = (sglang / "sglang/srt/speculative/spec_registry.py").read_text()
+    assert '_RESERVED_ALIASES = frozenset({"NEXTN"})' in registry
+    assert '"Qwen3_5ForCausalLMMTP"' in (sglang / "sglang/srt/configs/model_config.py").read_text()
+
+
+def test_cli_exports_an_mtp_pair(tmp_path):
+    from test_cli import assert_one_line_error, specdec
+    from tiny_memory_models import write_qwen35_gguf
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    target = write_qwen35_gguf(tmp_path / "Qwen3.5-9B-mtp.gguf", nextn=1)
+    proc = specdec("export", "--to", "llama-server", "--pair", "mtp-qwen3.5-9b", "-t", target, "-ngl", "99", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["llama-server", "-m", str(target), *EXPECTED[("llama-server", "mtp")][3:],
+                                   "-ngl", "99"]
+    assert "settings from the registry entry" in proc.stderr
+    plain = write_qwen35_gguf(tmp_path / "Qwen3.5-9B.gguf")
+    assert_one_line_error(specdec("export", "--to", "llama-server", "--pair", "mtp-qwen3.5-9b", "-t", plain, env=env),
+                          1, "has none", "--no-mtp")
+    # the pair's GGUF is not on this machine: llama-server needs a local file, said in one line
+    assert_one_line_error(specdec("export", "--to", "llama-server", "--pair", "mtp-qwen3.5-9b", env=env),
+                          1, "llama-server loads GGUF files", "pass the target's .gguf file")
+    proc = specdec("export", "--to", "vllm", "--pair", "mtp-qwen3.5-9b", "--target-repo", Q35_REPO, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["method"] == "mtp" and got["argv"] == EXPECTED[("vllm", "mtp")]
 
 
 # --------------------------------------------------------------------------- the engines' own parsers

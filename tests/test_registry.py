@@ -271,7 +271,8 @@ def test_filter_by_method_and_target():
     assert {e.method for e in gemma4} == {"dspark", "dflash", "eagle3"}
     assert {e.name for e in reg.filter(method="eagle3", target="qwen3-8b")} == {"eagle3-qwen3-8b"}
     assert {e.name for e in reg.filter(target="coder")} >= {"qwen2.5-coder-7b+0.5b"}
-    assert {e.name for e in reg.filter(target="deepseek-v4")} == {"dspark-deepseek-v4-flash", "dspark-deepseek-v4-pro"}
+    assert {e.name for e in reg.filter(target="deepseek-v4")} == {"dspark-deepseek-v4-flash", "dspark-deepseek-v4-pro",
+                                                                  "mtp-deepseek-v4-flash", "mtp-deepseek-v4-pro"}
     assert {e.name for e in reg.filter(method="dspark", target="flash")} == {"dspark-deepseek-v4-flash"}
     assert len(reg.filter()) == len(reg)
     with pytest.raises(UsageError, match="unknown method 'medusa'"):
@@ -394,3 +395,89 @@ def test_resolve_glob_draft_skips_projectors_and_prefers_main(hf_cache):
     got = H.resolve_local(e)
     assert got.draft == new
     assert got.missing == ["target /nonexistent.gguf (the target_path does not exist)"]
+
+
+# --------------------------------------------------------------------------- MTP and Qwen3.5 entries
+
+MTP = {
+    "mtp-qwen3.5-9b", "mtp-qwen3.5-27b", "mtp-qwen3.5-35b-a3b", "mtp-qwen3.6-27b", "mtp-qwen3.6-35b-a3b",
+    "mtp-deepseek-v4-flash", "mtp-deepseek-v4-pro",
+}
+
+
+def test_mtp_entries_parse_and_list():
+    reg = R.load_registry()
+    mtp = reg.filter(method="mtp")
+    assert {e.name for e in mtp} == MTP
+    for e in mtp:
+        assert (e.draft_repo, e.draft_path, e.draft_file) == (None, None, "*.gguf"), e.name
+        assert e.draft_max in (2, 3) and e.draft_p_min == 0.0, e.name  # llama.cpp: n_max 3 (V4: 2), p_min 0
+        assert "specdec detects the MTP layers from the GGUF itself" in e.notes and "--no-mtp" in e.notes
+        if e.target_family == "deepseek-v4":
+            assert not e.target_repos and "target_path" in e.notes and "not verified" in e.notes
+        else:
+            assert e.target_repos and all(r.startswith("unsloth/") and r.endswith("-MTP-GGUF") for r in e.target_repos)
+            assert "{quant}" in e.target_file and e.target_quant and "hybrid" in e.notes
+    assert {(e.target_family, e.target_size) for e in mtp} >= {
+        ("qwen3.5", "9b"), ("qwen3.5", "27b"), ("qwen3.5", "35b-a3b"), ("qwen3.6", "27b"),
+        ("deepseek-v4", "flash"), ("deepseek-v4", "pro")}
+    assert {e.name for e in reg.for_target("Qwen3.5", "9B")} == {"qwen3.5-9b+0.8b", "mtp-qwen3.5-9b", "ngram"}
+    assert {e.name for e in reg.for_target("deepseek-v4", "flash")} == {
+        "dspark-deepseek-v4-flash", "mtp-deepseek-v4-flash", "ngram"}
+
+
+def test_pairs_method_mtp_on_the_command_line(tmp_path):
+    from test_cli import specdec
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "160"}
+    proc = specdec("pairs", "--method", "mtp", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert {e["name"] for e in got} == MTP and {e["method"] for e in got} == {"mtp"}
+    assert all(e["draft_repo"] is None and e["draft_path"] is None for e in got)
+    table = specdec("pairs", "--method", "mtp", env=env)
+    assert table.returncode == 0, table.stderr
+    rows = [ln.split() for ln in table.stdout.splitlines() if ln.strip().startswith("mtp-")]
+    assert {r[0] for r in rows} == MTP
+    assert all(r[1] == "mtp" for r in rows)
+    assert "(the target's MTP layers)" in table.stdout
+
+
+def test_mtp_entry_in_a_user_file(tmp_path):
+    path = write(tmp_path / "p.toml", '[[pair]]\nname = "my-glm-mtp"\nmethod = "mtp"\ntarget_family = "glm4.5"\n'
+                                      'target_size = "air"\ntarget_path = "~/models/glm.gguf"\ndraft_max = 2\n')
+    (e,) = R.parse_registry_file(path)
+    assert (e.method, e.draft_repo, e.draft_path, e.target_path, e.draft_max) == (
+        "mtp", None, None, "~/models/glm.gguf", 2)
+    reg = R.load_registry(path)
+    assert reg.get("my-glm-mtp") == e and e in reg.filter(method="mtp")
+
+
+@pytest.mark.parametrize("key", ["draft_repo", "draft_path", "draft_file"])
+def test_mtp_entry_with_a_draft_is_refused_in_one_line(tmp_path, key):
+    path = write(tmp_path / "bad.toml", f'[[pair]]\nname = "foo"\nmethod = "mtp"\n{key} = "org/draft-GGUF"\n'
+                                        'target_family = "qwen3.5"\ntarget_size = "9b"\n')
+    with pytest.raises(R.RegistryError) as info:
+        R.parse_registry_file(path)
+    err = info.value
+    assert isinstance(err, UsageError)
+    assert str(err).endswith(f"bad.toml: pair 'foo': field '{key}' does not apply to method 'mtp' "
+                             "(it drafts with the target's own MTP layers)")
+    assert err.hint.startswith(f"remove {key}; point target_path or target_repos at a GGUF that keeps")
+    line = err.one_line()
+    assert "\n" not in line and "pair 'foo'" in line and "mtp" in line
+
+
+def test_qwen35_classic_pairs_resolve(hf_cache):
+    reg = R.load_registry()
+    draft = cache_file(hf_cache, "ggml-org/Qwen3.5-0.8B-GGUF", "Qwen3.5-0.8B-Q8_0.gguf")
+    for size, label in (("9b", "9B"), ("27b", "27B")):
+        e = reg.get(f"qwen3.5-{size}+0.8b")
+        assert (e.method, e.target_family, e.target_size) == ("draft", "qwen3.5", size)
+        assert "hybrid" in e.notes and "recurrent-state snapshots" in e.notes
+        assert H.resolve_local(e).missing == [
+            f"target unsloth/Qwen3.5-{label}-GGUF/Qwen3.5-{label}-Q4_K_M.gguf (not in the Hugging Face cache)"]
+        target = cache_file(hf_cache, f"unsloth/Qwen3.5-{label}-GGUF", f"Qwen3.5-{label}-Q4_K_M.gguf")
+        got = H.resolve_local(e)
+        assert (got.target, got.draft, got.missing) == (target, draft, [])
+    assert {e.name for e in reg.for_target("qwen3.5", "27b")} == {"qwen3.5-27b+0.8b", "mtp-qwen3.5-27b", "ngram"}

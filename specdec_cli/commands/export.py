@@ -47,7 +47,7 @@ def export_pair(engine: str, models: ModelChoice, *, registry: Path | None = Non
     spec = ExportSpec(
         method=method.value,
         target=str(plan.target.value),
-        draft=str(plan.draft.value) if plan.draft.value and method is not Method.NGRAM else None,
+        draft=str(plan.draft.value) if plan.draft.value and method.needs_draft_file else None,
         draft_max=plan.draft_max.value,
         draft_min=plan.draft_min.value,
         p_min=plan.p_min.value,
@@ -62,5 +62,6 @@ def export_pair(engine: str, models: ModelChoice, *, registry: Path | None = Non
         draft_n_vocab=dinfo.n_vocab if dinfo else None,
         draft_block_size=kv.get("dflash.block_size"),
         draft_has_confidence_head=kv.get("dflash.has_confidence_head"),
+        target_has_mtp=tinfo.has_mtp if tinfo else None,
     )
     return export(spec, engine)

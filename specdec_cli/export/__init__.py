@@ -22,7 +22,7 @@ caps the draft length and hands over to the engine's module. The rest of the pac
 from __future__ import annotations
 
 from ..errors import SpecdecError, UsageError
-from .common import _num
+from .common import _DRAFTLESS, _num
 from .llama_server import _llama_server
 from .sglang_launch import _sglang
 from .spec import _ENGINE_NAMES, _METHOD_NAMES, ENGINES, METHODS, NGRAM_MATCH, Export, ExportSpec, _validate
@@ -62,8 +62,8 @@ def export(spec: ExportSpec, engine: str) -> Export:
                            hint=hint)
     notes = [_source_note(spec)]
     n_draft = _draft_len(spec, key, notes)
-    if spec.method == "ngram" and spec.draft:
-        notes.append(f"draft {spec.draft} dropped: n-gram lookup uses no draft model")
+    if spec.draft and spec.method in _DRAFTLESS:
+        notes.append(f"draft {spec.draft} dropped: {_DRAFTLESS[spec.method]}")
     if key == "llama-server":
         out = _llama_server(spec, n_draft, notes)
     elif key == "vllm":

@@ -8,6 +8,8 @@ same work for every engine.
   paths. EAGLE-3, DFlash and DSpark drafts are published as Hugging Face checkpoints and
   must be converted first (llama.cpp's ``convert_hf_to_gguf.py --target-model-dir``); a
   draft known only by its repo id is refused with that hint.
+  For MTP the target GGUF must keep its nextn (MTP) layers: one known (or, on this machine,
+  read) to lack them is refused.
 * **vLLM** and **SGLang** load Hugging Face checkpoints (safetensors folders or repo ids).
   vLLM's GGUF support is experimental and does not cover EAGLE-3/DFlash/DSpark heads, and
   SGLang's speculative paths expect checkpoints too, so a GGUF is never emitted for them.
@@ -93,3 +95,30 @@ def _gguf_for_llama(side: str, given: str | os.PathLike | None, repo: str | None
     else:
         hint = f"pass the {side}'s .gguf file, or export to vllm or sglang, which load Hugging Face checkpoints"
     raise SpecdecError(f"llama-server loads GGUF files, and the {side} is not one ({what})", hint=hint)
+
+
+def _target_has_mtp(known: bool | None, target: str) -> bool | None:
+    """Whether the target GGUF keeps its nextn (MTP) layers: as the caller read it, else read
+    from the file when it is on this machine (metadata only), else None (unknown)."""
+    if known is not None or not _is_file(target):
+        return known
+    from ..gguf_meta import read_gguf
+
+    try:
+        return read_gguf(Path(target).expanduser()).has_mtp
+    except (SpecdecError, OSError, ValueError):  # unreadable here: leave it to llama-server
+        return None
+
+
+def _mtp_target_for_llama(target: str, known: bool | None, notes: list[str]) -> None:
+    """Refuse a target GGUF without nextn (MTP) layers for llama-server's draft-mtp; note it when unknown."""
+    has = _target_has_mtp(known, target)
+    if has is False:
+        raise SpecdecError(
+            f"llama-server's draft-mtp drafts with the target's own nextn (MTP) layers, and {target} has none",
+            hint="use a GGUF that keeps them (llama.cpp's convert_hf_to_gguf.py does unless --no-mtp; "
+                 "unsloth's -MTP-GGUF repos do), or export another method",
+        )
+    if has is None:
+        notes.append("the target GGUF must keep its nextn (MTP) layers (converted without --no-mtp); "
+                     "specdec inspect shows whether it does")

@@ -11,6 +11,13 @@ from ..errors import SpecdecError
 from .spec import ExportSpec, _ngram_sizes
 
 
+# Methods that draft without a draft model, and why a draft given with them is dropped.
+_DRAFTLESS = {
+    "ngram": "n-gram lookup uses no draft model",
+    "mtp": "MTP drafts with the target's own nextn layers",
+}
+
+
 def _num(x: float) -> str:
     s = repr(float(x))
     return s[:-2] if s.endswith(".0") else s

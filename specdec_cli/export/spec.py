@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import UsageError
 from ..methods import Method
 
-METHODS = Method.values()  # draft | eagle3 | dflash | dspark | ngram
+METHODS = Method.values()  # draft | eagle3 | dflash | dspark | ngram | mtp
 
 __all__ = ["ENGINES", "METHODS", "NGRAM_MATCH", "ExportSpec", "Export"]
 
@@ -31,6 +31,7 @@ _METHOD_NAMES = {
     "dflash": "DFlash",
     "dspark": "DSpark",
     "ngram": "n-gram lookup",
+    "mtp": "multi-token prediction (MTP)",
 }
 
 
@@ -49,10 +50,13 @@ class ExportSpec:
 
     The optional facts below let the export refuse or adjust what would otherwise fail;
     read them from the GGUFs when at hand (``read_gguf(p).n_vocab``, and for a DFlash/DSpark
-    draft its ``kv["dflash.block_size"]`` and ``kv["dflash.has_confidence_head"]``).
+    draft its ``kv["dflash.block_size"]`` and ``kv["dflash.has_confidence_head"]``; for MTP
+    the target's ``read_gguf(p).has_mtp``).
+
+    ``ngram`` and ``mtp`` take no draft: a ``draft`` given with them is dropped with a note.
     """
 
-    method: str  # draft | eagle3 | dflash | dspark | ngram
+    method: str  # draft | eagle3 | dflash | dspark | ngram | mtp
     target: str
     draft: str | None
     draft_max: int
@@ -71,6 +75,7 @@ class ExportSpec:
     draft_has_confidence_head: bool | None = None  # DSpark: p-min needs the head
     ngram_min: int | None = None  # n-gram sizes matched, None = run's (NGRAM_MATCH)
     ngram_max: int | None = None
+    target_has_mtp: bool | None = None  # MTP: the target GGUF keeps its nextn layers (None: unknown)
 
 
 @dataclass
@@ -129,7 +134,7 @@ def _validate(spec: ExportSpec) -> None:
     for ok, problem, hint in checks:
         if not ok:
             raise UsageError(problem, hint=hint)
-    if spec.method != "ngram" and not (spec.draft or spec.draft_repo):
+    if Method(spec.method).needs_draft_file and not (spec.draft or spec.draft_repo):
         raise UsageError(f"{_METHOD_NAMES[spec.method]} needs a draft model and none was given",
                          hint="pass --draft (or a --pair whose entry names one)")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..methods import Method
 from .cache import find_cached
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def resolve_local(entry: PairEntry, quant: str | None = None) -> ResolvedFiles:
         missing.append(f"target {entry.target_family} {entry.target_size} (the entry names no target_path or target_repos)")
 
     draft: Path | None = None
-    if entry.method != "ngram":
+    if Method(entry.method).needs_draft_file:
         if entry.draft_path:
             draft = _local_path("draft", entry.draft_path, missing)
         elif entry.draft_repo:

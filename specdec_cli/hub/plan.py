@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import SpecdecError, UsageError
+from ..methods import Method
 from ..registry import PairEntry
 from . import listing as remote
 from .cache import cached_files, repo_of_cached
@@ -163,7 +164,7 @@ def pair_files(
     plan: list[PlannedFile] = []
     if "target" in roles:
         plan.append(_plan_target(entry, q, local.target, token=token, may_list=listing))
-    if "draft" in roles and entry.method != "ngram":
+    if "draft" in roles and Method(entry.method).needs_draft_file:
         plan.append(_plan_draft(entry, local.draft, token=token, may_list=listing))
     return plan
 
@@ -215,7 +216,7 @@ def _plan_draft(entry: PairEntry, local: Path | None, *, token, may_list: bool) 
     if entry.draft_path:
         return _local_file(entry, "draft", entry.draft_path)
     repo = entry.draft_repo
-    assert repo is not None  # a validated non-ngram entry has draft_path or draft_repo
+    assert repo is not None  # a validated entry of a method with a draft file has draft_path or draft_repo
     if local is not None:
         planned = _cached_plan("draft", local)
         if planned:
