@@ -34,6 +34,8 @@ class Row:
     first_token_seconds: float | None
     overhead_fraction: float | None
     n: int
+    passes: float | None = None  # median target passes per generation
+    restores: float | None = None  # median checkpoint restores per generation
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -73,6 +75,8 @@ def summarize(samples: list[Sample]) -> list[Row]:
                 first_token_seconds=_median(s.first_token_seconds for s in ss),
                 overhead_fraction=_median(s.overhead_fraction for s in ss),
                 n=len(ss),
+                passes=_median(s.n_target_passes for s in ss),
+                restores=_median(s.n_restores for s in ss),
             )
         )
     order = {c: i for i, c in enumerate(dict.fromkeys(s.config for s in samples))}
@@ -107,13 +111,15 @@ def print_tables(rows: list[Row], rec: dict, console) -> None:
     from rich.table import Table
 
     scenarios = list(dict.fromkeys(r.scenario for r in rows))
+    restored = any(r.restores for r in rows)  # a checkpointed target: show what its rejections cost
     for scenario in scenarios:
         table = Table(title=scenario, box=None, header_style="bold", title_justify="left")
-        table.add_column("setting", overflow="fold")
-        for col in ("tok/s", "speedup", "spread", "accept", "tok/pass", "TTFT s"):
+        table.add_column("setting", overflow="fold", min_width=12)
+        cols = ("tok/s", "speedup", "spread", "accept", "tok/pass", "TTFT s") + (("restored",) if restored else ())
+        for col in cols:
             table.add_column(col, justify="right", no_wrap=True)
         for r in (r for r in rows if r.scenario == scenario):
-            table.add_row(
+            cells = [
                 r.config.label,
                 f"{r.tokens_per_second:.2f}",
                 f"{r.speedup:.2f}x",
@@ -121,7 +127,10 @@ def print_tables(rows: list[Row], rec: dict, console) -> None:
                 "-" if r.acceptance_rate is None else f"{100 * r.acceptance_rate:.0f}%",
                 "-" if r.tokens_per_pass is None else f"{r.tokens_per_pass:.2f}",
                 "-" if r.first_token_seconds is None else f"{r.first_token_seconds:.2f}",
-            )
+            ]
+            if restored:  # checkpoint restores per generation, of its target passes (medians)
+                cells.append(f"{r.restores:.0f}/{r.passes:.0f}")
+            table.add_row(*cells)
         console.print(table)
         best = rec["per_scenario"].get(scenario)
         if best:

@@ -93,6 +93,8 @@ class Sample:
     tokens_per_pass: float | None
     overhead_fraction: float | None  # decode-loop time outside llama_decode, as a fraction
     peak_rss: int  # the process's peak resident memory so far, bytes
+    n_target_passes: int = 0
+    n_restores: int = 0  # checkpoints restored after a partial acceptance (recurrent/hybrid targets)
     tokens: list[int] = field(repr=False, default_factory=list)
     divergence: dict | None = None  # vs the target alone, when the outputs differ
 

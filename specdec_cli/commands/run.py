@@ -82,6 +82,7 @@ def run_request(req: RunRequest) -> int:
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
     print_plan_notes(plan, quiet=req.quiet)
+    _warn_snapshot_cap(plan)
     est = check_memory(plan, plan.draft_max.value, req.load, force=req.force, quiet=req.quiet)
     if not req.quiet:
         console.note(_describe(plan))
@@ -110,6 +111,17 @@ def run_request(req: RunRequest) -> int:
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:
         engine.close()
+
+
+def _warn_snapshot_cap(plan) -> None:
+    """A forced draft longer than a hybrid target can take back is cut (auto plans within it)."""
+    from ..memory_kinds import SNAPSHOT_CAP, Rollback
+
+    info = plan.target_info
+    if plan.method.value and not plan.is_auto and plan.draft_max.value > SNAPSHOT_CAP \
+            and info is not None and info.rollback is Rollback.SNAPSHOTS:
+        console.warn(f"{plan.target.value.name} takes back at most {SNAPSHOT_CAP} drafted tokens "
+                     f"(recurrent-state snapshots): drafts are cut to {SNAPSHOT_CAP}")
 
 
 def _check_draft_flags(flags: DraftFlags) -> None:

@@ -95,6 +95,22 @@ def init_backend(verbose: bool = False) -> None:
     _backend_ready = True
 
 
+# llama.cpp 0.3.36's AMX matmul (ggml-cpu/amx) segfaults on the first batched pass over
+# quantized weights on some Sapphire Rapids-class machines, this project's among them
+# (ggml-org/llama.cpp#20824, closed unfixed). Where this build would use it, weights load
+# without the CPU's extra buffer types (AMX, and the repacked copies); set this variable to 1
+# to keep them on a machine where AMX works.
+KEEP_EXTRA_BUFFERS = "SPECDEC_CPU_EXTRA_BUFFERS"
+
+
+def cpu_extra_buffers_safe() -> bool:
+    """Whether models may load into the CPU's extra buffer types (see KEEP_EXTRA_BUFFERS)."""
+    if os.environ.get(KEEP_EXTRA_BUFFERS) == "1":
+        return True
+    info = bindings().llama_print_system_info().decode("utf-8", errors="replace")
+    return "AMX_INT8 = 1" not in info
+
+
 def default_threads() -> int:
     """llama.cpp's default: the physical cores (logical ones slow matmuls down)."""
     try:

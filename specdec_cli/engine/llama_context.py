@@ -77,6 +77,10 @@ class Context(FreedOnCollect):
         cp.offload_kqv = params.offload_kqv
         cp.no_perf = True
         cp.n_rs_seq = max(0, params.n_rs_seq)
+        # sliding-window layers keep n_swa + n_ubatch cells, as llama.cpp's own tools do (the
+        # library default keeps n_ctx); rollback stays exact: a cell is reused only once it is
+        # outside the window of the sequence's last position, which a rollback only lowers
+        cp.swa_full = False
         if params.mtp:
             cp.ctx_type = CONTEXT_MTP
         if other is not None:

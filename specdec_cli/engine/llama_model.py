@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import interrupts
 from ..errors import SpecdecError, UsageError
-from .llama import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, ext, init_backend
+from .llama import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, cpu_extra_buffers_safe, ext, init_backend
 
 
 class Model(FreedOnCollect):
@@ -25,6 +25,7 @@ class Model(FreedOnCollect):
         params = ll.llama_model_default_params()
         params.n_gpu_layers = int(n_gpu_layers)
         params.load_mtp = bool(load_mtp)
+        params.use_extra_bufts = cpu_extra_buffers_safe()
         params.progress_callback = LOAD_PROGRESS  # lets a signal stop the load
         with interrupts.native():
             self._ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)

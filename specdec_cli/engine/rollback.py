@@ -37,12 +37,8 @@ class CacheRollback:
         self.kind = kind
         self._saved: bytearray | None = None  # reused from pass to pass
         self._saved_pos: int | None = None  # the cache held positions [0, _saved_pos) when saved
-        self.checkpoints = 0  # states copied out
-        self.restores = 0  # states copied back
-        self.save_seconds = 0.0  # spent copying states out
-        self.restore_seconds = 0.0  # ... and back
         self.bytes = 0  # size of one checkpoint
-        self.last_save = self.last_restore = 0.0  # seconds of the latest copy each way
+        self.forget()
 
     @property
     def seconds(self) -> float:
@@ -94,5 +90,11 @@ class CacheRollback:
         return self._saved_pos
 
     def forget(self) -> None:
-        """A new generation: no checkpoint of the old one is valid (the buffer is kept for reuse)."""
+        """A new generation: no checkpoint of the old one is valid (the buffer is kept for reuse),
+        and the counts start again."""
         self._saved_pos = None
+        self.checkpoints = 0  # states copied out
+        self.restores = 0  # states copied back
+        self.save_seconds = 0.0  # spent copying states out
+        self.restore_seconds = 0.0  # ... and back
+        self.last_save = self.last_restore = 0.0  # seconds of the latest copy each way

@@ -134,7 +134,8 @@ class Engine:
         model when given, else the target's MTP layers when ``mtp``) and plain decoding, from
         costs measured on this machine. ``mtp`` loads the MTP layers (method "mtp" implies it).
         ``warn`` receives notes on settings a drafter cannot honour (a draft longer than a
-        head's block or than the target's rollback allows) and on an unusable cost cache."""
+        head's block), on a target that cannot take drafts back at all (auto then runs it
+        alone) and on an unusable cost cache."""
         self.options = opts = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
         self.method = method or ("draft" if draft_path is not None else None)
@@ -179,10 +180,6 @@ class Engine:
             if self.warn:
                 self.warn(f"{name} keeps no memory that can drop positions: running the target alone")
             self.method = None
-        cap = self.target_ctx.n_rs_seq
-        if kind is Rollback.SNAPSHOTS and self.draft_options.draft_max > cap and self.method != "auto" and self.warn:
-            self.warn(f"{self.target_model.path.name} takes back at most {cap} drafted tokens "
-                      f"(recurrent-state snapshots): drafts are cut to {cap}")
         return CacheRollback(self.target_ctx, kind)
 
     # --- the cost model ----------------------------------------------------------------------

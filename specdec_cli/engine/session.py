@@ -109,7 +109,6 @@ class Session:
         is_eog = tgt.model.is_eog
         rb = self.rollback
         rb.forget()
-        counts0 = (rb.checkpoints, rb.restores, rb.seconds)
         cap = rb.max_draft
         draft_max = self.draft_max if cap is None else min(self.draft_max, cap)
         replay: list[int] = []  # tokens before the last one that a restored checkpoint took out
@@ -175,9 +174,7 @@ class Session:
             st.stop_reason = "length"
         finally:
             st.decode_seconds = time.perf_counter() - t_loop
-            st.n_checkpoints += rb.checkpoints - counts0[0]
-            st.n_restores += rb.restores - counts0[1]
-            st.rollback_seconds += rb.seconds - counts0[2]
+            st.n_checkpoints, st.n_restores, st.rollback_seconds = rb.checkpoints, rb.restores, rb.seconds
 
     @staticmethod
     def _cut(accepted: list[int], budget: int, is_eog) -> tuple[list[int], str]:
