@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass, field
 
 from .devices import Device
-from .gguf_meta import SWA_PATTERN, GGUFInfo, swa_layer_set
+from .gguf_meta import GGUFInfo, swa_layer_set
 from .memory_kinds import (
     SNAPSHOT_ARCHS,
     MemoryKind,
@@ -69,7 +69,6 @@ _REPACK_X86_AVX512 = {"Q2_K"}
 _REPACK_ARM_I8MM = {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "IQ4_NL", "Q1_0"}
 _REPACK_ARM_DOTPROD = {"Q4_0", "IQ4_NL", "Q8_0"}
 
-_SWA_PATTERN = SWA_PATTERN  # kept for callers of the old name: gguf_meta owns the table now
 RS_BYTES = 4  # llama.cpp keeps recurrent states in f32 (GGML_TYPE_F32 in create_memory)
 
 

@@ -38,7 +38,7 @@ from .memory_kinds import (
     ROLLBACK_PHRASES,
     MemoryKind,
     Rollback,
-    memory_kind_of,
+    memory_kind,
     target_rollback,
 )
 from .model_names import _TIERS, family_from_name, size_from_label, size_from_name, size_from_params
@@ -510,7 +510,7 @@ def read_gguf(path: str | Path) -> GGUFInfo:
     n_layer = _as_int(akey("block_count"))
     n_swa = _as_int(akey("attention.sliding_window")) or 0
     n_swa = max(0, n_swa)
-    memory = memory_kind_of(arch, n_swa)
+    memory = memory_kind(arch, n_swa)
     n_nextn = _n_nextn(kv, arch, n_layer, spec_info)
     recurrent, kv_layers, swa_layers = _layer_memory(kv, arch, memory, max(0, (n_layer or 0) - n_nextn), n_swa)
     info = GGUFInfo(

@@ -67,6 +67,8 @@ class Rollback(Choice):
 
 def memory_kind(arch: str, n_swa: int | None = None) -> MemoryKind:
     """The memory of an architecture; ``n_swa`` is its ``attention.sliding_window`` (0/None: none)."""
+    if arch in NO_MEMORY_ARCHS:
+        return MemoryKind.NONE
     if arch in RECURRENT_ARCHS:
         return MemoryKind.RECURRENT
     if arch in HYBRID_ARCHS:
@@ -94,13 +96,6 @@ def snapshots_for(draft_max: int) -> int:
 
 
 # --- helpers for what only reads metadata (inspect, check, budget) ----------------------------
-
-
-def memory_kind_of(arch: str, n_swa: int | None = None) -> MemoryKind:
-    """:func:`memory_kind`, and ``NONE`` for the architectures llama.cpp gives no memory."""
-    if arch in NO_MEMORY_ARCHS:
-        return MemoryKind.NONE
-    return memory_kind(arch, n_swa)
 
 
 def target_rollback(arch: str, kind: MemoryKind) -> Rollback:
