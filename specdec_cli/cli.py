@@ -242,7 +242,7 @@ def budget(
     gpu_layers: NglOpt = "auto",
     gpu_layers_draft: NgldOpt = "auto",
     margin: MarginOpt = 1.0,
-    draft_max: Annotated[int, typer.Option("--draft-max", min=1, max=64, help="Draft length (sizes the target's output buffer).")] = 4,
+    draft_max: Annotated[Optional[int], typer.Option("--draft-max", min=1, max=64, help="Draft length (sizes the target's output buffer and a hybrid target's snapshots; default: what run uses).")] = None,
     flash_attn: FlashAttnOpt = FlashAttn.AUTO,
     cache_type_k: CacheTypeKOpt = CacheType.F16,
     cache_type_v: CacheTypeVOpt = CacheType.F16,
@@ -252,18 +252,21 @@ def budget(
     """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
     from .budget import parse_layers, plan, suggestions
     from .gguf_meta import read_gguf
+    from .engine.runner import AUTO_DRAFT_MAX, DraftOptions
     from .views import budget_table
 
     tinfo = read_gguf(target)
     dinfo = read_gguf(draft) if draft else None
-    how = plain(method)
+    how = plain(method) or "auto"  # run's default: auto drafts (n-gram at least) unless told otherwise
     # as run does: a target with MTP layers and no draft drafts with them (auto or --method mtp)
-    mtp = dinfo is None and how in (None, "auto", "mtp") and tinfo.has_mtp
+    mtp = dinfo is None and how in ("auto", "mtp") and tinfo.has_mtp
+    if draft_max is None:  # run's: auto plans up to its longest draft, a forced method its default
+        draft_max = AUTO_DRAFT_MAX if how == "auto" else DraftOptions().draft_max
     est = plan(
         tinfo, dinfo, n_ctx=ctx, cache_type_k=plain(cache_type_k), cache_type_v=plain(cache_type_v),
         flash_attn=plain(flash_attn), draft_max=draft_max, margin_gib=margin,
         ngl_target=parse_layers(gpu_layers, "-ngl"), ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
-        method=how or ("auto" if mtp else None), mtp=mtp,
+        method=how, mtp=mtp,
     )
     if as_json:
         console.write_json(est.to_dict())
