@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass, field
 
 from .devices import Device
-from .gguf_meta import GGUFInfo, swa_layer_set
+from .gguf_meta import GGUFInfo
 from .memory_kinds import (
     SNAPSHOT_ARCHS,
     MemoryKind,
@@ -243,10 +243,6 @@ def kv_bytes_per_layer(info: GGUFInfo, s: Settings) -> list[int]:
     return out
 
 
-def _swa_layers(info: GGUFInfo, n_layer: int) -> set[int]:
-    return swa_layer_set(info.kv, info.arch, n_layer)
-
-
 def recurrent_row_bytes(info: GGUFInfo) -> int:
     """One row of one recurrent layer's state: ``(n_embd_r + n_embd_s) x 4`` bytes, as
     ``llama_hparams::n_embd_r``/``n_embd_s`` size it: RWKV (token shift + wkv state), LFM2 (short
@@ -280,11 +276,6 @@ def recurrent_row_bytes(info: GGUFInfo) -> int:
     else:
         state = d_state * d_inner
     return int(RS_BYTES * (r + state))
-
-
-def _recurrent_state_bytes(info: GGUFInfo) -> int:
-    """The recurrent state of one layer for one sequence (f32), independent of n_ctx."""
-    return recurrent_row_bytes(info)
 
 
 def recurrent_bytes_per_layer(info: GGUFInfo, n_rs_seq: int = 0) -> list[int]:
@@ -480,7 +471,8 @@ def estimate(
     if uses_draft:
         comps += model_components(draft, "draft", ngl_draft, settings, gpus, 1)
     # a rollback by checkpoint keeps one copy of the recurrent state in host memory per context
-    for role, how in rollbacks(target, draft if uses_draft else None, settings).items():
+    how_back = rollbacks(target, draft if uses_draft else None, settings)
+    for role, how in how_back.items():
         info = target if role == "target" else draft
         if how is Rollback.CHECKPOINT and recurrent_state_bytes(info):
             comps.append(Component(role, "checkpoint", "CPU", recurrent_state_bytes(info)))
@@ -489,7 +481,7 @@ def estimate(
             backend = next((k for k in BACKEND_OVERHEAD if g.name.startswith(k)), None)
             comps.append(Component("both", "overhead", g.name, BACKEND_OVERHEAD.get(backend, DEFAULT_OVERHEAD)))
     return Estimate(comps, devices, margin, ngl_target, ngl_draft, settings, n_rs_seq=n_rs_seq, method=method,
-                    rollback={k: v.value for k, v in rollbacks(target, draft if uses_draft else None, settings).items()})
+                    rollback={k: v.value for k, v in how_back.items()})
 
 
 def choose_offload(

@@ -144,7 +144,7 @@ def rollback_line(est) -> str | None:
     from .memory_kinds import Rollback
 
     parts = []
-    for role, how in (getattr(est, "rollback", None) or {}).items():
+    for role, how in est.rollback.items():
         if how == Rollback.SNAPSHOTS:
             parts.append(f"{role} keeps {est.n_rs_seq} recurrent-state snapshots (n_rs_seq {est.n_rs_seq})")
         elif how == Rollback.CHECKPOINT:
