@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdec_cli.divergence import first_divergence  # noqa: E402
+from specdec_cli.engine.divergence import first_divergence  # noqa: E402
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 CODE_PROMPTS = [

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from native_compare import find_native  # noqa: E402
+
 from tiny_memory_models import (  # noqa: E402
     GEMMA3_EMBD,
     MAMBA2_EMBD,

@@ -16,14 +16,36 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import console, interrupts
 from .commands.options import (
-    CacheType, CacheTypeKOpt, CacheTypeVOpt, CtxOpt, DraftOpt, FlashAttn, FlashAttnOpt, JsonOpt, MarginOpt,
-    MaxTokensOpt, MethodFilterOpt, NgldOpt, NglOpt, PairOpt, QuantOpt, RegistryOpt, RunMethodOpt, TargetOpt,
-    TempOpt, ThreadsOpt, VerboseOpt, VerifyOpt, YesOpt, plain, verify_list,
+    CacheType,
+    CacheTypeKOpt,
+    CacheTypeVOpt,
+    CtxOpt,
+    DraftOpt,
+    FlashAttn,
+    FlashAttnOpt,
+    JsonOpt,
+    MarginOpt,
+    MaxTokensOpt,
+    MethodFilterOpt,
+    NgldOpt,
+    NglOpt,
+    PairOpt,
+    QuantOpt,
+    RegistryOpt,
+    RunMethodOpt,
+    TargetOpt,
+    TempOpt,
+    ThreadsOpt,
+    VerboseOpt,
+    VerifyOpt,
+    YesOpt,
+    plain,
+    verify_list,
 )
 from .errors import EXIT_USAGE, SpecdecError
-from .methods import VerifyMode
+from .models.methods import VerifyMode
+from .terminal import console, interrupts
 
 app = typer.Typer(
     name="specdec",
@@ -78,8 +100,8 @@ def pairs(
     registry: RegistryOpt = None,
 ) -> None:
     """List the registry of target/draft pairs."""
-    from .registry import load_registry
-    from .views import pairs_table
+    from .commands.views import pairs_table
+    from .pairing.registry import load_registry
 
     entries = load_registry(registry).filter(method=plain(method), target=target)
     if as_json:
@@ -94,8 +116,8 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a GGUF's metadata (architecture, sizes, vocabulary, chat template, draft method) without loading weights."""
-    from .gguf_meta import read_gguf
-    from .views import info_table
+    from .commands.views import info_table
+    from .models.meta import read_gguf
 
     info = read_gguf(file)
     if as_json:
@@ -114,9 +136,9 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a draft can serve a target, before loading any weights. Exit 0 compatible, 1 not, 2 usage error."""
-    from .compat import check_pair, check_self
-    from .gguf_meta import read_gguf
-    from .views import verdict_table
+    from .commands.views import verdict_table
+    from .models.meta import read_gguf
+    from .pairing.compat import check_pair, check_self
 
     tinfo = read_gguf(target)
     dinfo = read_gguf(draft) if draft is not None else None
@@ -141,14 +163,15 @@ def pull(
     from dataclasses import replace
 
     from . import hub
-    from .registry import load_registry
+    from .pairing.pulls import pull as pull_pair
+    from .pairing.registry import load_registry
 
     ref = hub.parse_ref(what)
     if ref is not None and "/" in what:
         path = hub.download(replace(ref, quant=quant) if quant else ref)
         console.write_text(f"{path}\n")
         return
-    pulled = hub.pull(load_registry(registry).get(what), quant)
+    pulled = pull_pair(load_registry(registry).get(what), quant)
     for p in pulled.plan:
         console.note(f"{p.role}: {'already here' if p.cached else 'downloaded'} {p.label}")
     for path in (pulled.target, pulled.draft):
@@ -163,9 +186,9 @@ def models(
     registry: RegistryOpt = None,
 ) -> None:
     """List the GGUFs on this machine (Hugging Face cache and folders) and the registry pairs they complete."""
-    from .models_list import list_local_models
-    from .registry import load_registry
-    from .views import models_table
+    from .commands.views import models_table
+    from .pairing.models_list import list_local_models
+    from .pairing.registry import load_registry
 
     found = list_local_models(dirs, load_registry(registry))
     if as_json:
@@ -219,7 +242,7 @@ def run(
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""
     from .commands.run import RunRequest, run_request
-    from .plan import DraftFlags, ModelChoice
+    from .pairing.plan import DraftFlags, ModelChoice
 
     req = RunRequest(
         prompt=prompt, file=file,
@@ -250,10 +273,11 @@ def budget(
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
-    from .budget import parse_layers, plan, suggestions
-    from .gguf_meta import read_gguf
+    from .commands.views import budget_table
     from .engine.runner import AUTO_DRAFT_MAX, DraftOptions
-    from .views import budget_table
+    from .memory.budget import parse_layers, plan
+    from .memory.placement import suggestions
+    from .models.meta import read_gguf
 
     tinfo = read_gguf(target)
     dinfo = read_gguf(draft) if draft else None
@@ -311,7 +335,7 @@ def bench(
 ) -> None:
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
     from .commands.bench import BenchRequest, run_bench_request
-    from .plan import ModelChoice
+    from .pairing.plan import ModelChoice
 
     req = BenchRequest(
         models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
@@ -343,7 +367,7 @@ def export_cmd(
 ) -> None:
     """Print a ready-to-run llama-server, vLLM or SGLang command for the same pair and settings."""
     from .commands.export import ServerOptions, export_pair
-    from .plan import DraftFlags, ModelChoice
+    from .pairing.plan import DraftFlags, ModelChoice
 
     out = export_pair(
         to, ModelChoice(pair=pair, target=target, draft=draft), registry=registry,
@@ -364,7 +388,7 @@ def demo(
     max_tokens: Annotated[int, typer.Option("-n", "--max-tokens", min=1, help="Tokens to generate in each run.")] = 128,
 ) -> None:
     """Fetch a small real pair (once) and measure the target alone, the draft model and auto, on new code and on an edit."""
-    from .demo import run_demo
+    from .commands.demo import run_demo
 
     raise typer.Exit(run_demo(max_tokens=max_tokens))
 

@@ -33,7 +33,7 @@ try:
 except ImportError:  # Windows: no flock, fetches are simply not guarded
     fcntl = None  # type: ignore[assignment]
 
-from specdec_cli.errors import EXIT_INTERRUPTED, EXIT_OK, SpecdecError, UsageError
+from .errors import EXIT_INTERRUPTED, EXIT_OK, SpecdecError, UsageError
 
 #: ``(dist, version, dest_dir) -> path of the downloaded .whl`` (inside dest_dir).
 Downloader = Callable[[str, str, Path], Path]
@@ -94,7 +94,7 @@ def cache_dir() -> Path:
     explicit = os.environ.get("SPECDEC_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
-    from specdec_cli.paths import cache_home
+    from .paths import cache_home
 
     return cache_home() / "models"
 
@@ -329,8 +329,8 @@ class _Progress:
         if not self.enabled:
             return self
         try:
-            from rich.console import Console
             from rich import progress as rp
+            from rich.console import Console
         except ImportError:
             return self
         console = Console(stderr=True)

@@ -5,12 +5,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_models import *  # noqa: E402,F401,F403  (tiny_target, tiny_draft, ...)
-from tiny_memory_models import *  # noqa: E402,F401,F403  (tiny_mamba2, tiny_qwen35, tiny_gemma3, ...)
-from real_models import *  # noqa: E402,F401,F403  (real_target, real_draft, real_smollm)
-
-
 import pytest  # noqa: E402
+
+from real_models import *  # noqa: E402,F401,F403  (real_target, real_draft, real_smollm)
+from tiny_memory_models import *  # noqa: E402,F401,F403  (tiny_mamba2, tiny_qwen35, tiny_gemma3, ...)
+from tiny_models import *  # noqa: E402,F401,F403  (tiny_target, tiny_draft, ...)
 
 
 @pytest.fixture(autouse=True, scope="session")

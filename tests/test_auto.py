@@ -279,7 +279,8 @@ def test_auto_at_temperature_samples_the_target_with_mixed_proposals(tiny_target
 
 # --- the CLI ------------------------------------------------------------------------------------
 def test_run_defaults_to_auto_and_reports_the_split(tiny_pair_dir):
-    from test_cli import EXACT as CLI_EXACT, specdec
+    from test_cli import EXACT as CLI_EXACT
+    from test_cli import specdec
 
     target = next(tiny_pair_dir.glob("tiny-target*.gguf"))
     proc = specdec("run", "-t", target, "-n", "24", "--json", *CLI_EXACT, "a b c d a b c d a b c")
@@ -298,7 +299,8 @@ def test_run_defaults_to_auto_and_reports_the_split(tiny_pair_dir):
 
 
 def test_run_method_auto_explicit_and_bogus(tiny_target):
-    from test_cli import EXACT as CLI_EXACT, specdec
+    from test_cli import EXACT as CLI_EXACT
+    from test_cli import specdec
 
     ok = specdec("run", "-t", tiny_target, "-n", "8", *CLI_EXACT, "--method", "auto", "hello")
     assert ok.returncode == 0, ok.stderr
@@ -307,7 +309,7 @@ def test_run_method_auto_explicit_and_bogus(tiny_target):
 
 
 def test_demo_explains_from_the_measured_costs():
-    from specdec_cli.demo import explain
+    from specdec_cli.commands.demo import explain
 
     cpu = explain(cpu_like())
     assert "3.6 steps" in cpu and "cannot pay" in cpu and "0.63 steps" in cpu

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cli import EXACT, assert_one_line_error, specdec
 
 from specdec_cli.bench.report import FLOOR, recommend, summarize
 from specdec_cli.bench.runner import BASELINE, Config, Sample
 from specdec_cli.bench.scenarios import SCENARIOS, load_scenarios
 from specdec_cli.errors import UsageError
+from test_cli import EXACT, assert_one_line_error, specdec
 
 
 def test_every_use_case_ships_at_least_six_prompts():

@@ -6,23 +6,15 @@ import re
 
 import pytest
 
-from specdec_cli.budget import (
-    GiB,
-    MiB,
-    Settings,
-    choose_offload,
-    compute_bytes,
-    estimate,
-    kv_bytes_per_layer,
-    parse_layers,
-    suggestions,
-)
-from specdec_cli.devices import Device, cpu_features
 from specdec_cli.engine import llama as L
 from specdec_cli.engine.llama_context import Context, ContextParams
 from specdec_cli.engine.llama_model import Model
 from specdec_cli.errors import UsageError
-from specdec_cli.gguf_meta import read_gguf
+from specdec_cli.memory.budget import parse_layers
+from specdec_cli.memory.devices import Device, cpu_features
+from specdec_cli.memory.needs import GiB, MiB, Settings, compute_bytes, kv_bytes_per_layer
+from specdec_cli.memory.placement import choose_offload, estimate, suggestions
+from specdec_cli.models.meta import read_gguf
 
 
 def logged_mib(pattern: str) -> float:
@@ -159,6 +151,15 @@ def test_parse_layers():
 
 # --- recurrent, hybrid, sliding-window and MTP targets ------------------------------------------
 
+from specdec_cli.commands.views import budget_table  # noqa: E402
+from specdec_cli.memory.budget import plan  # noqa: E402
+from specdec_cli.memory.needs import (  # noqa: E402
+    recurrent_bytes_per_layer,
+    recurrent_row_bytes,
+    recurrent_state_bytes,
+)
+from specdec_cli.memory.placement import mtp_components  # noqa: E402
+from specdec_cli.models.memory_kinds import SNAPSHOT_CAP  # noqa: E402
 from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by name)
     tiny_gemma3,
     tiny_mamba2,
@@ -169,16 +170,6 @@ from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by 
     write_mamba2_gguf,
     write_qwen35_gguf,
 )
-
-from specdec_cli.budget import (  # noqa: E402
-    mtp_components,
-    plan,
-    recurrent_bytes_per_layer,
-    recurrent_row_bytes,
-    recurrent_state_bytes,
-)
-from specdec_cli.memory_kinds import SNAPSHOT_CAP  # noqa: E402
-from specdec_cli.views import budget_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from specdec_cli.compat import Check, Verdict, check_base, check_pair, check_vocab
-from specdec_cli.gguf_meta import read_gguf
+from specdec_cli.models.meta import read_gguf
+from specdec_cli.pairing.compat import Check, Verdict, check_base, check_pair, check_vocab
 from tiny_models import vocab_tokens, write_meta_gguf
 
 BASE_TOKENS = vocab_tokens("base")[0]
@@ -244,6 +244,8 @@ def test_check_dataclass_and_verdict_dict():
 
 # --- memory: how rejected drafts are rolled back; MTP targets -------------------------------------
 
+from specdec_cli.errors import UsageError  # noqa: E402
+from specdec_cli.pairing.compat import check_memory, check_self  # noqa: E402
 from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by name)
     tiny_gemma3,
     tiny_gemma3_draft,
@@ -253,9 +255,6 @@ from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by 
     tiny_qwen35_draft,
     tiny_qwen35_mtp,
 )
-
-from specdec_cli.compat import check_memory, check_self  # noqa: E402
-from specdec_cli.errors import UsageError  # noqa: E402
 
 
 def test_hybrid_pair_says_how_each_side_rolls_back(tiny_qwen35, tiny_qwen35_draft):
@@ -321,7 +320,7 @@ def test_verdict_table_for_a_target_alone(tiny_qwen35_mtp, monkeypatch):
 
     from rich.console import Console
 
-    from specdec_cli import views
+    from specdec_cli.commands import views
 
     buf = io.StringIO()
     monkeypatch.setattr(views, "out", Console(file=buf, width=200, highlight=False, no_color=True))

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from specdec_cli.convert import conversion_commands
 from specdec_cli.errors import UsageError
-from specdec_cli.gguf_meta import read_gguf
+from specdec_cli.models.convert import conversion_commands
+from specdec_cli.models.meta import read_gguf
 
 
 def checkpoint(tmp_path, name, arch):

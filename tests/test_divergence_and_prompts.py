@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from specdec_cli.divergence import argmax_violations, first_divergence
+from specdec_cli.engine.divergence import argmax_violations, first_divergence
 from specdec_cli.engine.session import TracePoint
 from specdec_cli.errors import UsageError
-from specdec_cli.prompts import read_batch, read_prompt
+from specdec_cli.terminal.prompts import read_batch, read_prompt
 
 
 def point(i, token, cands):

@@ -25,7 +25,7 @@ import pytest
 from specdec_cli import export as export_mod
 from specdec_cli.errors import EXIT_FAILURE, EXIT_USAGE, SpecdecError, UsageError
 from specdec_cli.export import ENGINES, NGRAM_MATCH, Export, ExportSpec, export
-from specdec_cli.registry import METHODS
+from specdec_cli.pairing.registry import METHODS
 
 T_GGUF = "/models/Qwen3-8B-Q4_K_M.gguf"
 T_REPO = "Qwen/Qwen3-8B"

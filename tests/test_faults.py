@@ -24,7 +24,7 @@ from test_cli import EXACT, assert_one_line_error, specdec
 DRIVER = textwrap.dedent(
     """
     import collections, os, signal, sys
-    from specdec_cli import console
+    from specdec_cli.terminal import console
     from specdec_cli.engine import llama
     from specdec_cli.cli import main
 
@@ -182,9 +182,9 @@ def test_bench_refuses_unwritable_outputs_before_measuring(tiny_target, tmp_path
 
 def test_bench_keeps_results_when_json_fails_late(tiny_target, tmp_path, monkeypatch):
     """A --json path that passed the check but fails at the end (the disk filled meanwhile)."""
-    from specdec_cli import outputs
     from specdec_cli.commands import bench as command
-    from specdec_cli.plan import ModelChoice
+    from specdec_cli.pairing.plan import ModelChoice
+    from specdec_cli.terminal import outputs
 
     real = outputs.write_atomic
 
@@ -216,7 +216,7 @@ def test_a_corrupt_tuned_json_is_a_warning_and_is_rebuilt(tiny_target, tiny_draf
     config = tmp_path / "config"
     (config / "specdec").mkdir(parents=True)
     tuned = config / "specdec" / "tuned.json"
-    from specdec_cli.tuned import pair_key
+    from specdec_cli.pairing.tuned import pair_key
 
     tuned.write_bytes(content.replace(b"KEY", pair_key(tiny_target, tiny_draft).encode()))
     env = {"XDG_CONFIG_HOME": str(config)}
@@ -297,8 +297,8 @@ def test_the_target_alone_decides_one_token_per_pass_even_at_eog(tiny_target):
 
 
 def test_relative_xdg_config_home_is_ignored_everywhere(monkeypatch, tmp_path):
-    from specdec_cli.registry import user_registry_path
-    from specdec_cli.tuned import tuned_path
+    from specdec_cli.pairing.registry import user_registry_path
+    from specdec_cli.pairing.tuned import tuned_path
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_HOME", "relative/config")
@@ -306,9 +306,11 @@ def test_relative_xdg_config_home_is_ignored_everywhere(monkeypatch, tmp_path):
 
 
 def test_a_script_without_yes_is_told_what_is_missing_without_network(monkeypatch, capsys):
-    from specdec_cli import consent, hub
+    from specdec_cli import hub
+    from specdec_cli.commands import consent
     from specdec_cli.hub import listing
-    from specdec_cli.registry import load_registry
+    from specdec_cli.pairing.pulls import pull
+    from specdec_cli.pairing.registry import load_registry
 
     def no_network(*a, **k):
         raise AssertionError("listed the Hub before asking")
@@ -318,7 +320,7 @@ def test_a_script_without_yes_is_told_what_is_missing_without_network(monkeypatc
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     entry = load_registry().get("qwen2.5-coder-7b+0.5b")
     with pytest.raises(hub.DownloadDeclined) as exc:
-        hub.pull(entry, confirm=consent.decline)
+        pull(entry, confirm=consent.decline)
     assert "Qwen2.5-Coder-7B" in exc.value.one_line() and "--yes" in exc.value.one_line()
 
 

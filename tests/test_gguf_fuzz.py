@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec_cli.budget import plan
 from specdec_cli.errors import SpecdecError, UsageError
-from specdec_cli.gguf_meta import read_gguf
+from specdec_cli.memory.budget import plan
+from specdec_cli.models.meta import read_gguf
 from tiny_models import write_meta_gguf
 
 REAL_DRAFT = Path(os.environ.get("SPECDEC_CACHE_DIR", Path.home() / ".cache" / "specdec" / "models")) / \

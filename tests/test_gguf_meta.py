@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from specdec_cli.errors import EXIT_USAGE, UsageError
-from specdec_cli.gguf_meta import GGUFInfo, read_gguf
-from specdec_cli.model_names import family_from_name, size_from_label, size_from_name, size_from_params
+from specdec_cli.models.meta import GGUFInfo, read_gguf
+from specdec_cli.models.names import family_from_name, size_from_label, size_from_name, size_from_params
 from tiny_models import CHATML_TEMPLATE, vocab_tokens, write_meta_gguf
 
 N_VOCAB = len(vocab_tokens()[0])
@@ -397,14 +397,13 @@ def test_big_vocab_is_fast(big_vocab_gguf):
 
 # --- memory kinds and MTP layers --------------------------------------------------------------
 
+from specdec_cli.models.memory_kinds import MemoryKind, Rollback  # noqa: E402
 from tiny_memory_models import (  # noqa: E402,F401  (session fixtures, used by name)
     tiny_gemma3,
     tiny_mamba2,
     tiny_qwen35,
     tiny_qwen35_mtp,
 )
-
-from specdec_cli.memory_kinds import MemoryKind, Rollback  # noqa: E402
 
 
 def qwen35_layers(info):
@@ -490,7 +489,7 @@ def _inspect_text(info, monkeypatch) -> str:
 
     from rich.console import Console
 
-    from specdec_cli import views
+    from specdec_cli.commands import views
 
     buf = io.StringIO()
     monkeypatch.setattr(views, "out", Console(file=buf, width=200, highlight=False, no_color=True))

@@ -14,7 +14,7 @@ import pytest
 
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.errors import UsageError
-from specdec_cli.gguf_meta import read_gguf
+from specdec_cli.models.meta import read_gguf
 from test_cli import EXACT, assert_one_line_error, specdec
 from tiny_models import HEAD_PROMPTS as PROMPTS
 from tiny_models import write_dflash_gguf, write_eagle3_gguf

@@ -21,9 +21,10 @@ import pytest
 from fake_hub import FakeHub, sha256, write_split_gguf
 from specdec_cli import hub as H
 from specdec_cli.errors import EXIT_USAGE, SpecdecError, UsageError
-from specdec_cli.gguf_meta import read_gguf
-from specdec_cli.hub import resolve_local
-from specdec_cli.registry import PairEntry
+from specdec_cli.models.meta import read_gguf
+from specdec_cli.pairing.local import resolve_local
+from specdec_cli.pairing.pulls import pull
+from specdec_cli.pairing.registry import PairEntry
 from tiny_models import write_llama_gguf
 
 REPO = "specdec-test/tiny-GGUF"
@@ -400,7 +401,7 @@ def test_offline_names_files_and_command(env, hub, monkeypatch):
         f"run `specdec pull {REPO}:Q4_K_M` where Hugging Face can be reached, or unset HF_HUB_OFFLINE"
     )
     with pytest.raises(H.OfflineError) as err:
-        H.pull(tiny_pair(), "Q4_K_M", confirm=lambda plan: pytest.fail("asked to confirm while offline"))
+        pull(tiny_pair(), "Q4_K_M", confirm=lambda plan: pytest.fail("asked to confirm while offline"))
     # the target is named in the first of the pair's target_repos, as hub.resolve_local does
     assert err.value.missing == ["specdec-test/gone-GGUF/tiny-Q4_K_M.gguf", f"{DRAFT_REPO}/tiny-draft-Q8_0.gguf"]
     assert err.value.command == "specdec pull tiny+draft --quant Q4_K_M"
@@ -410,9 +411,10 @@ def test_offline_names_files_and_command(env, hub, monkeypatch):
 def test_offline_in_a_fresh_process_touches_no_network(env, hub):
     code = f"""
         from specdec_cli import hub
-        from specdec_cli.registry import PairEntry
+        from specdec_cli.pairing.pulls import pull
+        from specdec_cli.pairing.registry import PairEntry
         for call in (lambda: hub.download(hub.parse_ref("hf://{REPO}/tiny-Q4_K_M.gguf")),
-                     lambda: hub.pull(PairEntry(name="tiny+draft", method="draft", target_family="tiny",
+                     lambda: pull(PairEntry(name="tiny+draft", method="draft", target_family="tiny",
                                       target_size="1m", target_repos=("{REPO}",), target_file="tiny-{{quant}}.gguf",
                                       target_quant="Q4_K_M", draft_repo="{DRAFT_REPO}"))):
             try:
@@ -490,7 +492,7 @@ def test_pull_pair_confirms_downloads_and_reuses(env, hub, content):
     asked = []
 
     with pytest.raises(H.DownloadDeclined):
-        H.pull(entry, confirm=lambda plan: asked.append(plan) or False, progress=False)
+        pull(entry, confirm=lambda plan: asked.append(plan) or False, progress=False)
     assert hub.file_gets() == []
     plan = asked[0]
     assert [p.describe() for p in plan] == [
@@ -498,7 +500,7 @@ def test_pull_pair_confirms_downloads_and_reuses(env, hub, content):
         f"draft {DRAFT_REPO}/tiny-draft-Q8_0.gguf ({H.human_size(content['draft'].stat().st_size)})",
     ]
 
-    pulled = H.pull(entry, confirm=lambda plan: True, progress=False)
+    pulled = pull(entry, confirm=lambda plan: True, progress=False)
     assert pulled.target.read_bytes() == content["q4"].read_bytes()
     assert pulled.draft.read_bytes() == content["draft"].read_bytes()
     assert [p.role for p in pulled.downloaded] == ["target", "draft"]
@@ -506,16 +508,16 @@ def test_pull_pair_confirms_downloads_and_reuses(env, hub, content):
     assert (local.target, local.draft, local.missing) == (pulled.target, pulled.draft, [])
 
     hub.clear_log()
-    again = H.pull(entry, confirm=lambda plan: pytest.fail("nothing to confirm"), progress=False)
+    again = pull(entry, confirm=lambda plan: pytest.fail("nothing to confirm"), progress=False)
     assert (again.target, again.draft, again.downloaded) == (pulled.target, pulled.draft, [])
     assert hub.requests() == []
 
 
 def test_pull_pair_other_quant_and_missing_quant(env, hub):
-    pulled = H.pull(tiny_pair(), "Q8_0", progress=False)
+    pulled = pull(tiny_pair(), "Q8_0", progress=False)
     assert pulled.target.name == "tiny-Q8_0.gguf"
     with pytest.raises(UsageError) as err:
-        H.pull(tiny_pair(), "Q5_K_M", progress=False)
+        pull(tiny_pair(), "Q5_K_M", progress=False)
     assert err.value.one_line() == (
         f"pair 'tiny+draft': no Q5_K_M target GGUF (tiny-Q5_K_M.gguf) in specdec-test/gone-GGUF, {REPO}. "
         f"quants available: specdec-test/gone-GGUF (not found); {REPO} (Q4_K_M, Q8_0). pass --quant with one of them"
@@ -523,19 +525,19 @@ def test_pull_pair_other_quant_and_missing_quant(env, hub):
 
 
 def test_pull_only_some_roles_and_local_paths(env, hub, content):
-    pulled = H.pull(tiny_pair(target_path=str(content["q8"]), target_repos=(), target_file=None),
+    pulled = pull(tiny_pair(target_path=str(content["q8"]), target_repos=(), target_file=None),
                     roles=("target", "draft"), progress=False)
     assert pulled.target == content["q8"] and pulled.draft.name == "tiny-draft-Q8_0.gguf"
-    only = H.pull(tiny_pair(), roles=("draft",), progress=False)
+    only = pull(tiny_pair(), roles=("draft",), progress=False)
     assert only.target is None and only.draft == pulled.draft
     with pytest.raises(UsageError, match="target_path /nope.gguf does not exist"):
-        H.pull(tiny_pair(target_path="/nope.gguf"), progress=False)
+        pull(tiny_pair(target_path="/nope.gguf"), progress=False)
 
 
 def test_pull_pair_with_checkpoint_draft_says_convert(env, hub):
     entry = tiny_pair(name="dspark-tiny", method="dspark", draft_repo=HF_CKPT_REPO, draft_file="*.gguf")
     with pytest.raises(H.DraftNotGGUFError) as err:
-        H.pull(entry, confirm=lambda plan: True, progress=False)
+        pull(entry, confirm=lambda plan: True, progress=False)
     line = err.value.one_line()
     assert f"the draft repo {HF_CKPT_REPO} holds a Hugging Face checkpoint (safetensors), not a GGUF" in line
     assert "convert_hf_to_gguf.py" in line and "draft_path" in line

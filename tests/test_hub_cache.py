@@ -7,14 +7,15 @@ import ast
 import importlib
 import inspect
 import os
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
-from specdec_cli import consent, hub
+from specdec_cli import hub
+from specdec_cli.commands import consent
 from specdec_cli.hub import cache as C
 
 ROOT = Path(__file__).resolve().parent.parent

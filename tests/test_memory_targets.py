@@ -22,7 +22,7 @@ import pytest
 from specdec_cli.engine.costmodel import CostModel
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.errors import UsageError
-from specdec_cli.memory_kinds import SNAPSHOT_CAP, Rollback
+from specdec_cli.models.memory_kinds import SNAPSHOT_CAP, Rollback
 from test_cli import assert_one_line_error, specdec
 from tiny_memory_models import MEMORY_PROMPTS, write_qwen35_gguf
 

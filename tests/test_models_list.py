@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from fake_hub import write_split_gguf
-from specdec_cli import models_list as M
-from specdec_cli.gguf_meta import read_gguf
-from specdec_cli.registry import load_registry
+from specdec_cli.models.meta import read_gguf
+from specdec_cli.pairing import models_list as M
+from specdec_cli.pairing.registry import load_registry
 from tiny_models import write_llama_gguf
 
 TARGET_REPO = "specdec-test/tiny-GGUF"

@@ -6,10 +6,10 @@ import pytest
 
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions
 from specdec_cli.errors import UsageError
-from specdec_cli.methods import Method
-from specdec_cli.plan import DraftFlags, ModelChoice, build_plan
-from specdec_cli.registry import PairEntry, Registry
-from specdec_cli.tuned import Tuned, save_tuned
+from specdec_cli.models.methods import Method
+from specdec_cli.pairing.plan import DraftFlags, ModelChoice, build_plan
+from specdec_cli.pairing.registry import PairEntry, Registry
+from specdec_cli.pairing.tuned import Tuned, save_tuned
 
 DEFAULTS = DraftOptions()
 

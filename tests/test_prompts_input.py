@@ -16,7 +16,7 @@ import pytest
 
 from specdec_cli.cli import main
 from specdec_cli.errors import EXIT_USAGE, UsageError
-from specdec_cli.prompts import MAX_LISTED, read_batch, read_prompt
+from specdec_cli.terminal.prompts import MAX_LISTED, read_batch, read_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from specdec_cli.divergence import TIE_LOGITS, argmax_violations, first_divergence
+from specdec_cli.engine.divergence import TIE_LOGITS, argmax_violations, first_divergence
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 
 PROMPTS = [
@@ -90,8 +90,8 @@ print(json.dumps({"rss_increase": proc.memory_info().rss - before}))
 @pytest.mark.parametrize("n_ctx", [4096, 8192])
 def test_host_memory_estimate_within_ten_percent(real_target, real_draft, n_ctx):
     """Load both models and run a step in a fresh process; its RSS growth vs the estimate."""
-    from specdec_cli.budget import plan
-    from specdec_cli.gguf_meta import read_gguf
+    from specdec_cli.memory.budget import plan
+    from specdec_cli.models.meta import read_gguf
 
     proc = subprocess.run(
         [sys.executable, "-c", RSS_PROBE, str(real_target), str(real_draft), str(n_ctx)],

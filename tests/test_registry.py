@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from specdec_cli import hub as H
-from specdec_cli import registry as R
 from specdec_cli.errors import UsageError
+from specdec_cli.pairing import registry as R
+from specdec_cli.pairing.local import resolve_local
 
 DEEPSEEK_REPOS = {
     "DeepSeek-V4-Flash-DSpark": ("dspark", "deepseek-v4", "flash"),
@@ -303,22 +304,22 @@ def test_resolve_with_local_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     target = write(tmp_path / "models" / "target.gguf", "x")
     draft = write(tmp_path / "models" / "draft.gguf", "x")
-    got = H.resolve_local(entry(target_path="~/models/target.gguf", draft_path=str(draft)))
+    got = resolve_local(entry(target_path="~/models/target.gguf", draft_path=str(draft)))
     assert (got.target, got.draft, got.missing) == (target, draft, [])
 
-    got = H.resolve_local(entry(target_path=str(target), draft_path="~/models/gone.gguf"))
+    got = resolve_local(entry(target_path=str(target), draft_path="~/models/gone.gguf"))
     assert got.target == target and got.draft is None
     assert len(got.missing) == 1 and got.missing[0].startswith("draft ~/models/gone.gguf")
 
 
 def test_resolve_ngram_has_no_draft(tmp_path):
     target = write(tmp_path / "t.gguf", "x")
-    got = H.resolve_local(entry(method="ngram", target_family="any", target_size="any", target_path=str(target)))
+    got = resolve_local(entry(method="ngram", target_family="any", target_size="any", target_path=str(target)))
     assert got.draft is None and got.missing == []
 
 
 def test_resolve_without_any_target_source():
-    got = H.resolve_local(entry(draft_path="/nonexistent/d.gguf"))
+    got = resolve_local(entry(draft_path="/nonexistent/d.gguf"))
     assert got.target is None and len(got.missing) == 2
     assert got.missing[0].startswith("target qwen3 8b")
 
@@ -361,17 +362,17 @@ def test_fake_cache_is_what_huggingface_hub_sees(hf_cache):
 
 def test_resolve_from_hf_cache(hf_cache):
     e = R.load_registry().get("qwen3-8b+0.6b")
-    assert H.resolve_local(e).missing == [
+    assert resolve_local(e).missing == [
         "target Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf (not in the Hugging Face cache; also looked in unsloth/Qwen3-8B-GGUF)",
         "draft Qwen/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf (not in the Hugging Face cache)",
     ]
     draft = cache_file(hf_cache, "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf")
     target = cache_file(hf_cache, "unsloth/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf")  # second repo
     cache_file(hf_cache, "unsloth/Qwen3-8B-GGUF", "Qwen3-8B-Q8_0.gguf")
-    got = H.resolve_local(e)
+    got = resolve_local(e)
     assert (got.target, got.draft, got.missing) == (target, draft, [])
-    assert H.resolve_local(e, quant="Q8_0").target.name == "Qwen3-8B-Q8_0.gguf"
-    assert H.resolve_local(e, quant="Q2_K").target is None
+    assert resolve_local(e, quant="Q8_0").target.name == "Qwen3-8B-Q8_0.gguf"
+    assert resolve_local(e, quant="Q2_K").target is None
 
 
 def test_resolve_case_insensitive_and_split(hf_cache):
@@ -380,7 +381,7 @@ def test_resolve_case_insensitive_and_split(hf_cache):
     for i in (2, 1, 3):
         cache_file(hf_cache, "Qwen/Qwen2.5-Coder-32B-Instruct-GGUF",
                    f"qwen2.5-coder-32b-instruct-q4_k_m-0000{i}-of-00003.gguf")
-    got = H.resolve_local(e)  # template says Q4_K_M, files are lowercase and split
+    got = resolve_local(e)  # template says Q4_K_M, files are lowercase and split
     assert got.missing == []
     assert got.target.name == "qwen2.5-coder-32b-instruct-q4_k_m-00001-of-00003.gguf"
     assert got.draft.name == "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
@@ -392,7 +393,7 @@ def test_resolve_glob_draft_skips_projectors_and_prefers_main(hf_cache):
     cache_file(hf_cache, repo, "old.gguf", sha="b" * 40, main=False)
     new = cache_file(hf_cache, repo, "sub/dspark-q8_0.gguf")
     e = entry(method="dspark", draft_repo=repo, target_path="/nonexistent.gguf")
-    got = H.resolve_local(e)
+    got = resolve_local(e)
     assert got.draft == new
     assert got.missing == ["target /nonexistent.gguf (the target_path does not exist)"]
 
@@ -475,9 +476,9 @@ def test_qwen35_classic_pairs_resolve(hf_cache):
         e = reg.get(f"qwen3.5-{size}+0.8b")
         assert (e.method, e.target_family, e.target_size) == ("draft", "qwen3.5", size)
         assert "hybrid" in e.notes and "recurrent-state snapshots" in e.notes
-        assert H.resolve_local(e).missing == [
+        assert resolve_local(e).missing == [
             f"target unsloth/Qwen3.5-{label}-GGUF/Qwen3.5-{label}-Q4_K_M.gguf (not in the Hugging Face cache)"]
         target = cache_file(hf_cache, f"unsloth/Qwen3.5-{label}-GGUF", f"Qwen3.5-{label}-Q4_K_M.gguf")
-        got = H.resolve_local(e)
+        got = resolve_local(e)
         assert (got.target, got.draft, got.missing) == (target, draft, [])
     assert {e.name for e in reg.for_target("qwen3.5", "27b")} == {"qwen3.5-27b+0.8b", "mtp-qwen3.5-27b", "ngram"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specdec_cli.textstream import TextStream
+from specdec_cli.terminal.textstream import TextStream
 
 PIECES = {
     1: "Hel".encode(),

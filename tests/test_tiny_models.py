@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from specdec_cli.gguf_meta import read_gguf
+from specdec_cli.models.meta import read_gguf
 from tiny_models import write_llama_gguf
 
 llama_cpp = pytest.importorskip("llama_cpp")

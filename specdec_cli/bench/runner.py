@@ -14,11 +14,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ..divergence import first_divergence
+from ..engine.divergence import first_divergence
 from ..engine.runner import Engine, GenOptions
 from ..engine.stats import GenerationStats
 from ..engine.verify import SamplingParams
-from ..prompts import PromptItem
+from ..terminal.prompts import PromptItem
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import UsageError
-from ..prompts import PromptItem, read_batch
+from ..terminal.prompts import PromptItem, read_batch
 
 # The article's use cases, in the order reports show them.
 SCENARIOS = {

@@ -1,2 +1,6 @@
-"""The commands that do more than one library call, each as a function of a request: ``run``, ``bench``
-and ``export``. ``cli.py`` parses the options into the request; tests call these directly."""
+"""The commands, each a function of a request that ``cli.py`` builds from the options: ``run``,
+``bench``, ``export``, ``demo``; the options they share, the memory check before loading, the
+tables they print and how they ask before a download. Tests call these functions directly.
+
+The top layer under ``cli``: it may use every other package.
+"""

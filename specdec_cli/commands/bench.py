@@ -7,12 +7,12 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import console, interrupts
 from ..errors import EXIT_OK, OutputError, UsageError
-from ..methods import Method
-from ..plan import ModelChoice
-from ..prompts import PromptItem
-from .loading import LoadOptions, check_memory, check_temperature, engine_options, print_plan_notes
+from ..models.methods import Method
+from ..pairing.plan import ModelChoice
+from ..terminal import console, interrupts
+from ..terminal.prompts import PromptItem
+from .loading import LoadOptions, check_temperature, open_engine
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,11 @@ def run_bench_request(req: BenchRequest) -> int:
     from ..bench.report import print_tables, recommend, summarize
     from ..bench.runner import grid, run_bench
     from ..bench.scenarios import load_scenarios
-    from ..consent import confirm_downloads
-    from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine
+    from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions
     from ..engine.verify import SamplingParams, resolve_seed
-    from ..plan import build_plan
-    from ..registry import load_registry
+    from ..pairing.plan import build_plan
+    from ..pairing.registry import load_registry
+    from .consent import confirm_downloads
 
     if req.repeats < 1 or req.max_tokens < 1:
         raise UsageError("--repeats and --max-tokens must be at least 1")
@@ -75,14 +75,10 @@ def run_bench_request(req: BenchRequest) -> int:
     scenarios = load_scenarios(names, req.prompts)
     # bench measures the draft as it is: a stored verdict of an earlier bench does not drop it
     plan = build_plan(load_registry(req.registry), req.models, follow_bench=False, confirm=confirm_downloads(req.yes))
-    print_plan_notes(plan, quiet=False)
     target, draft = plan.target.value, plan.draft.value
     longest = max(*draft_max, AUTO_DRAFT_MAX)
-    est = check_memory(plan, longest, req.load, force=False, quiet=False)
-    engine = Engine(
-        target, draft, options=engine_options(req.load, est), draft=DraftOptions(draft_max=longest, p_min=p_min[0]),
-        method=plan.drafter and plan.drafter.value, mtp=plan.drafter is Method.MTP, warn=console.warn,
-    )
+    engine, est = open_engine(plan, req.load, DraftOptions(draft_max=longest, p_min=p_min[0]),
+                         method=plan.drafter and plan.drafter.value)
     # auto is run's default for a draft model or none; a draft head runs as itself
     # MTP has no draft file, but a grid of its own like a draft's
     own = plan.drafter.value if draft or plan.drafter is Method.MTP else None
@@ -141,8 +137,8 @@ def run_bench_request(req: BenchRequest) -> int:
 
 def check_outputs(req: BenchRequest) -> None:
     """Every file the run will write, checked before the first measurement."""
-    from ..outputs import check_folder, check_writable
-    from ..tuned import tuned_path
+    from ..pairing.tuned import tuned_path
+    from ..terminal.outputs import check_folder, check_writable
 
     if req.json_out:
         check_writable(req.json_out, "--json")
@@ -217,7 +213,7 @@ def _results(req, plan, samples, rows, rec, est, costs) -> dict:
 
 def _write_json(req, results: dict) -> Path | None:
     """``--json``; when it cannot be written after all, the results go to a named fallback file."""
-    from ..outputs import write_atomic
+    from ..terminal.outputs import write_atomic
 
     try:
         path = write_atomic(req.json_out, json.dumps(results, indent=1) + "\n", "the results")
@@ -230,7 +226,7 @@ def _write_json(req, results: dict) -> Path | None:
 
 def _keep(results: dict, why: str) -> Path | None:
     """Save the measured results somewhere, so minutes of measuring are not lost to one bad path."""
-    from ..outputs import fallback_path, write_atomic
+    from ..terminal.outputs import fallback_path, write_atomic
 
     try:
         path = write_atomic(fallback_path("specdec-bench"), json.dumps(results, indent=1) + "\n", "the results")
@@ -254,14 +250,14 @@ def _plot(req, rows, rec, costs) -> None:
 
 
 def _machine() -> str:
-    from ..devices import probe_devices
+    from ..memory.devices import probe_devices
 
     gpus = [d.description or d.name for d in probe_devices() if d.is_gpu]
     return f"{platform.machine()} {platform.processor() or ''} {', '.join(gpus) or 'CPU only'}".strip()
 
 
 def _save(target: Path, draft: Path, rec) -> None:
-    from ..tuned import Tuned, save_tuned
+    from ..pairing.tuned import Tuned, save_tuned
 
     o = rec["overall"]
     tuned = Tuned(

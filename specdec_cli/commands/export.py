@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..errors import SpecdecError, UsageError
 from ..export import Export, ExportSpec, export
-from ..methods import Method
-from ..plan import DraftFlags, ModelChoice
+from ..models.methods import Method
+from ..pairing.plan import DraftFlags, ModelChoice
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,8 @@ class ServerOptions:
 
 def export_pair(engine: str, models: ModelChoice, *, registry: Path | None = None,
                 flags: DraftFlags = DraftFlags(), server: ServerOptions = ServerOptions()) -> Export:
-    from ..plan import build_plan, plan_from_registry
-    from ..registry import load_registry
+    from ..pairing.plan import build_plan, plan_from_registry
+    from ..pairing.registry import load_registry
 
     reg = load_registry(registry)
     entry = reg.get(models.pair) if models.pair else None

@@ -7,8 +7,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from .. import console
 from ..errors import SpecdecError, UsageError
+from ..terminal import console
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,11 @@ def thread_count(threads: int | None) -> int | None:
 def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet: bool):
     """Budget the plan's files before loading anything; choose the offload when -ngl is auto; refuse
     if it cannot fit (unless ``force``)."""
-    from ..budget import parse_layers, plan as budget_plan, suggestions
-    from ..methods import Method
-    from ..views import budget_table
+    from ..memory.budget import parse_layers
+    from ..memory.budget import plan as budget_plan
+    from ..memory.placement import suggestions
+    from ..models.methods import Method
+    from .views import budget_table
 
     est = budget_plan(
         plan.target_info,
@@ -102,3 +104,33 @@ def print_plan_notes(plan, *, quiet: bool) -> None:
     if not quiet:
         for n in plan.notes:
             console.note(n)
+
+
+def warn_snapshot_cap(plan) -> None:
+    """A forced draft longer than a hybrid target can take back is cut (auto plans within it)."""
+    from ..models.memory_kinds import SNAPSHOT_CAP, Rollback
+
+    info = plan.target_info
+    if plan.method.value and not plan.is_auto and plan.draft_max.value > SNAPSHOT_CAP \
+            and info is not None and info.rollback is Rollback.SNAPSHOTS:
+        console.warn(f"{plan.target.value.name} takes back at most {SNAPSHOT_CAP} drafted tokens "
+                     f"(recurrent-state snapshots): drafts are cut to {SNAPSHOT_CAP}")
+
+
+def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bool = False, quiet: bool = False,
+                describe: str | None = None):
+    """Everything between a plan and a loaded engine, in order: the plan's notes, the memory
+    check (which chooses the offload), what runs (``describe``, unless ``quiet``), then the load.
+    ``draft``: the engine's ``DraftOptions``; its ``draft_max`` sizes the memory check. Returns the
+    engine and the memory estimate it was loaded under."""
+    from ..engine.runner import Engine
+    from ..models.methods import Method
+
+    print_plan_notes(plan, quiet=quiet)
+    warn_snapshot_cap(plan)
+    est = check_memory(plan, draft.draft_max, load, force=force, quiet=quiet)
+    if describe and not quiet:
+        console.note(describe)
+    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est), draft=draft,
+                    method=method, mtp=plan.drafter is Method.MTP, warn=console.warn)
+    return engine, est

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..methods import Choice, Method, RunMethod, VerifyMode
+from ..models.methods import Choice, Method, RunMethod, VerifyMode
 
 FlashAttn = Choice("FlashAttn", {v.upper(): v for v in ("auto", "on", "off")})
 CacheType = Choice("CacheType", {v.upper(): v for v in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")})

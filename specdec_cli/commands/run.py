@@ -7,15 +7,15 @@ stdout and notes to stderr, and returns the exit code, so tests can call it dire
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .. import console, interrupts
 from ..errors import EXIT_FAILURE, EXIT_OK, UsageError
-from ..methods import Method
-from ..plan import DraftFlags, ModelChoice
-from ..prompts import PromptItem, decode_text, read_batch, read_prompt
-from .loading import LoadOptions, check_memory, check_temperature, engine_options, print_plan_notes
+from ..models.methods import Method
+from ..pairing.plan import DraftFlags, ModelChoice
+from ..terminal import console, interrupts
+from ..terminal.prompts import PromptItem, decode_text, read_batch, read_prompt
+from .loading import LoadOptions, check_temperature, open_engine
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,11 @@ class _Prompting:
 
 
 def run_request(req: RunRequest) -> int:
-    from ..engine.runner import Engine, GenOptions
+    from ..engine.runner import GenOptions
     from ..engine.verify import SamplingParams, resolve_seed
-    from ..plan import build_plan
-    from ..registry import load_registry
-    from ..consent import confirm_downloads
+    from ..pairing.plan import build_plan
+    from ..pairing.registry import load_registry
+    from .consent import confirm_downloads
 
     if req.batch is not None and (req.prompt is not None or req.file is not None):
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
@@ -81,15 +81,8 @@ def run_request(req: RunRequest) -> int:
     )
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
-    print_plan_notes(plan, quiet=req.quiet)
-    _warn_snapshot_cap(plan)
-    est = check_memory(plan, plan.draft_max.value, req.load, force=req.force, quiet=req.quiet)
-    if not req.quiet:
-        console.note(_describe(plan))
-
-    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(req.load, est),
-                    draft=_draft_options(plan), method=plan.method.value, mtp=plan.drafter is Method.MTP,
-                    warn=console.warn)
+    engine, _ = open_engine(plan, req.load, _draft_options(plan), method=plan.method.value, force=req.force,
+                         quiet=req.quiet, describe=_describe(plan))
     try:
         seed = resolve_seed(req.seed) if req.temp > 0 else req.seed
         gen = GenOptions(
@@ -111,17 +104,6 @@ def run_request(req: RunRequest) -> int:
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:
         engine.close()
-
-
-def _warn_snapshot_cap(plan) -> None:
-    """A forced draft longer than a hybrid target can take back is cut (auto plans within it)."""
-    from ..memory_kinds import SNAPSHOT_CAP, Rollback
-
-    info = plan.target_info
-    if plan.method.value and not plan.is_auto and plan.draft_max.value > SNAPSHOT_CAP \
-            and info is not None and info.rollback is Rollback.SNAPSHOTS:
-        console.warn(f"{plan.target.value.name} takes back at most {SNAPSHOT_CAP} drafted tokens "
-                     f"(recurrent-state snapshots): drafts are cut to {SNAPSHOT_CAP}")
 
 
 def _check_draft_flags(flags: DraftFlags) -> None:
@@ -199,7 +181,7 @@ def _finish(result, req: RunRequest, meta: dict, report: dict | None) -> int:
 
 def _explain(plain, spec) -> tuple[dict, int]:
     """Compare a traced plain run with a traced speculative run; report on stderr."""
-    from ..divergence import argmax_violations, first_divergence
+    from ..engine.divergence import argmax_violations, first_divergence
 
     bad = argmax_violations(spec.trace)
     div = first_divergence(plain.tokens, plain.trace, spec.tokens)

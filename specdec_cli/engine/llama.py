@@ -15,8 +15,8 @@ import ctypes
 import os
 from collections import deque
 
-from .. import interrupts
 from ..errors import SpecdecError
+from ..terminal import interrupts
 
 try:  # import lazily-failing so `specdec pairs/inspect/check` work without the native library
     import llama_cpp as _ll

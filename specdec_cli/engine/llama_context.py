@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import interrupts
 from ..errors import SpecdecError
-from ..memory_kinds import Rollback
+from ..models.memory_kinds import Rollback
+from ..terminal import interrupts
 from .errors import ContextFull, ContextNotCreated
 from .llama import (
     ABORT,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from .. import interrupts
 from ..errors import SpecdecError, UsageError
+from ..terminal import interrupts
 from .llama import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, cpu_extra_buffers_safe, ext, init_backend
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 from ..errors import SpecdecError
-from ..memory_kinds import Rollback
+from ..models.memory_kinds import Rollback
 from .llama_context import Context
 
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import SpecdecError, UsageError
-from ..memory_kinds import Rollback, snapshots_for
-from ..methods import Method
-from ..textstream import Segment, TextStream
+from ..models.memory_kinds import Rollback, snapshots_for
+from ..models.methods import Method
+from ..terminal.textstream import Segment, TextStream
 from . import costmodel
 from .costmodel import CostModel
 from .drafters.auto import AutoDrafter
@@ -31,8 +31,7 @@ from .llama_model import Model
 from .rollback import CacheRollback
 from .session import Session, TracePoint
 from .stats import GenerationStats
-from .verify import Sampler, SamplingParams, verify_mode, make_verifier, resolve_verify
-
+from .verify import Sampler, SamplingParams, make_verifier, resolve_verify, verify_mode
 
 DRAFT_METHODS = Method.with_draft_file()  # the methods that load a draft GGUF
 AUTO_DRAFT_MAX = 32  # auto's longest draft when --draft-max is not given: the policy picks per step

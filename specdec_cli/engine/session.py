@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..models.memory_kinds import Rollback
 from .costmodel import CostModel
-from ..memory_kinds import Rollback
 from .drafters.base import Drafter
 from .llama_context import Context
 from .rollback import CacheRollback

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
-from ..methods import VerifyMode
+from ..models.methods import VerifyMode
 
 Rows = Callable[[int], np.ndarray]  # row index -> logits of that batch position
 Dist = tuple[np.ndarray, np.ndarray]  # (candidate ids, probabilities), ids distinct, probs sum to 1

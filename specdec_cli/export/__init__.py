@@ -17,6 +17,8 @@ caps the draft length and hands over to the engine's module. The rest of the pac
 * :mod:`.llama_server`, :mod:`.vllm_serve`, :mod:`.sglang_launch` -- one engine each, with
   the sources its spellings come from;
 * :mod:`.common` -- notes and refusals the engines share.
+
+It may use ``models`` and the shared modules; ``commands`` use it.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def _target_has_mtp(known: bool | None, target: str) -> bool | None:
     from the file when it is on this machine (metadata only), else None (unknown)."""
     if known is not None or not _is_file(target):
         return known
-    from ..gguf_meta import read_gguf
+    from ..models.meta import read_gguf
 
     try:
         return read_gguf(Path(target).expanduser()).has_mtp

@@ -10,7 +10,6 @@ from __future__ import annotations
 from ..errors import SpecdecError
 from .spec import ExportSpec, _ngram_sizes
 
-
 # Methods that draft without a draft model, and why a draft given with them is dropped.
 _DRAFTLESS = {
     "ngram": "n-gram lookup uses no draft model",

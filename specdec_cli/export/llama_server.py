@@ -9,7 +9,7 @@ there; https://github.com/ggml-org/llama.cpp/blob/master/docs/speculative.md).
 
 from __future__ import annotations
 
-from ..methods import Method
+from ..models.methods import Method
 from .checkpoints import _gguf_for_llama, _mtp_target_for_llama
 from .common import _drop_ngram_extras, _num
 from .spec import Export, ExportSpec, _ngram_sizes

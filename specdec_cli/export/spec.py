@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
-from ..methods import Method
+from ..models.methods import Method
 
 METHODS = Method.values()  # draft | eagle3 | dflash | dspark | ngram | mtp
 

@@ -1,22 +1,24 @@
-"""Getting models from Hugging Face: model references, quant choice, resumable downloads, pulls.
+"""Getting models from Hugging Face: model references, quant choice, the cache, resumable downloads.
 
 Everything lands in the standard Hugging Face hub cache (``HF_HOME`` / ``HF_HUB_CACHE``), laid
-out by ``huggingface_hub`` itself, so files fetched here are seen by :func:`resolve_local`, by
-``huggingface_hub`` and by every other tool that reads that cache. One job per module:
+out by ``huggingface_hub`` itself, so files fetched here are seen by ``huggingface_hub`` and by
+every other tool that reads that cache. This package knows repositories and files; a registry
+pair's files (found locally, planned, pulled) are ``specdec_cli.pairing``'s job, over this one.
+It may use ``models``, ``terminal`` and the shared modules. One job per module:
 
 - ``refs``: ``hf://org/repo/file.gguf``, ``hf://org/repo@rev/file.gguf``, ``org/repo:Q4_K_M``,
   ``org/repo`` and huggingface.co URLs (:func:`parse_ref`);
 - ``filenames``: quants and split GGUFs in file names, which files a quant or pattern picks;
 - ``listing``: a repo's files and sizes (the one listing request);
 - ``cache``: the one reader of the HF cache (:func:`cached_path`), so nothing is downloaded
-  twice and cached files work offline; ``local``: a registry pair's files on this machine;
+  twice and cached files work offline;
 - ``resumable``: downloads that continue across runs, checked against their etag;
-- ``plan`` and ``pulls``: what a pull needs, consent, and the pull itself;
+- ``plan`` and ``pulls``: what fetching a reference needs, consent, and the download;
 - ``env`` and ``errors``: ``HF_ENDPOINT``/``HF_HUB_OFFLINE``/``HF_TOKEN`` read at call time, and
   every Hub failure as a one-line ``SpecdecError`` with a hint.
 
 This package names no CLI flag in its messages; callers say how to agree to a download through
-the ``hint`` of their ``confirm`` callback (see :class:`Decline` and ``specdec_cli.consent``).
+the ``hint`` of their ``confirm`` callback (see :class:`Decline` and ``specdec_cli.commands.consent``).
 """
 
 from __future__ import annotations
@@ -32,9 +34,8 @@ from .errors import (
 )
 from .filenames import available_quants, match_files, pick_quant_files, quant_of, shard_names, split_info
 from .listing import RemoteFile, list_gguf_files, list_repo_files
-from .local import ResolvedFiles, resolve_local
-from .plan import PlannedFile, pair_files, plan_ref, pull_command
-from .pulls import Decline, PulledPair, download, ensure_ref, pull, resolve_model_arg
+from .plan import PlannedFile, plan_ref, pull_command
+from .pulls import Confirm, Decline, download, ensure_ref, resolve_model_arg
 from .refs import ModelRef, parse_ref
 from .sizes import human_size
 
@@ -42,8 +43,7 @@ __all__ = [
     "ModelRef",
     "RemoteFile",
     "PlannedFile",
-    "PulledPair",
-    "ResolvedFiles",
+    "Confirm",
     "Decline",
     "OfflineError",
     "DownloadDeclined",
@@ -63,13 +63,10 @@ __all__ = [
     "pick_quant_files",
     "match_files",
     "cached_path",
-    "resolve_local",
     "plan_ref",
     "download",
     "ensure_ref",
     "resolve_model_arg",
-    "pair_files",
-    "pull",
     "pull_command",
     "human_size",
 ]

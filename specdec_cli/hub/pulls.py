@@ -1,4 +1,4 @@
-"""Making models local: ``specdec pull``, and ``run`` with a reference or a pair not yet here.
+"""Making one model reference local: ``run --target/--draft REF`` and the downloads of a pair's pull.
 
 The steps every entry point shares, in order: use the cache (no network), else refuse under
 ``HF_HUB_OFFLINE`` naming the files and the pull command, else ask ``confirm`` (when given),
@@ -9,22 +9,20 @@ which a refusal's hint then offers. :class:`Decline` is the answer of a caller t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import UsageError
-from ..registry import PairEntry
 from . import listing as remote
 from .cache import cached_path
 from .env import is_offline
 from .errors import DownloadDeclined, OfflineError, RemoteFileNotFoundError
 from .filenames import describe_quants, match_files, split_info
-from .plan import PlannedFile, entry_pull_command, pair_files, plan_ref, remote_names
+from .plan import PlannedFile, plan_ref, remote_names
 from .refs import ModelRef, check_repo_id, parse_ref
 from .resumable import download_files
 
-__all__ = ["Decline", "PulledPair", "download", "ensure_ref", "resolve_model_arg", "pull"]
+__all__ = ["Confirm", "Decline", "refused_hint", "download", "ensure_ref", "resolve_model_arg"]
 
 Confirm = Callable[[list[PlannedFile]], bool]
 
@@ -43,23 +41,10 @@ class Decline:
         return f"Decline(hint={self.hint!r})"
 
 
-def _refused(command: str, confirm: Confirm | None) -> str:
+def refused_hint(command: str, confirm: Confirm | None) -> str:
     """The hint of a DownloadDeclined: the pull command, and the caller's way to agree, if any."""
     hint = getattr(confirm, "hint", None)
     return f"run `{command}`, or {hint}" if hint else f"run `{command}` to fetch it"
-
-
-@dataclass
-class PulledPair:
-    """What :func:`pull` returns: local paths (first shard for a split GGUF) and what it did.
-
-    ``plan`` is every file of the pair (``cached`` = it was here before); ``downloaded`` those that
-    were fetched. Both have ``local_path`` set afterwards."""
-
-    target: Path | None
-    draft: Path | None
-    plan: list[PlannedFile] = field(default_factory=list)
-    downloaded: list[PlannedFile] = field(default_factory=list)
 
 
 def _missing_name(ref: ModelRef) -> str:
@@ -102,11 +87,11 @@ def ensure_ref(ref: ModelRef, *, confirm: Confirm | None = None, progress: bool 
     if is_offline():
         raise OfflineError(str(ref), [_missing_name(ref)], ref.pull_command)
     if isinstance(confirm, Decline):  # no listing for a plan nobody will see
-        raise DownloadDeclined(f"{ref} is not downloaded", hint=_refused(ref.pull_command, confirm))
+        raise DownloadDeclined(f"{ref} is not downloaded", hint=refused_hint(ref.pull_command, confirm))
     if confirm is not None:
         plan = plan_ref(ref, token=token)
         if not confirm([plan]):
-            raise DownloadDeclined(f"{ref} is not downloaded", hint=_refused(ref.pull_command, confirm))
+            raise DownloadDeclined(f"{ref} is not downloaded", hint=refused_hint(ref.pull_command, confirm))
     return download(ref, progress=progress, token=token)
 
 
@@ -117,44 +102,3 @@ def resolve_model_arg(text: str, **kwargs) -> Path:
     if ref is None:
         return Path(text).expanduser()
     return ensure_ref(ref, **kwargs)
-
-
-def pull(
-    entry: PairEntry,
-    quant: str | None = None,
-    *,
-    progress: bool = True,
-    confirm: Confirm | None = None,
-    roles: Collection[str] = ("target", "draft"),
-    token: str | None = None,
-) -> PulledPair:
-    """Make a registry pair's files local: ``specdec pull NAME`` and ``run --pair NAME``.
-
-    Plans with :func:`pair_files` (no network when everything is cached, and then no
-    ``confirm`` call either). Missing files under HF_HUB_OFFLINE raise OfflineError naming them
-    and the exact ``specdec pull`` command. Otherwise ``confirm(missing)`` is asked (when given;
-    False raises DownloadDeclined and nothing is fetched), then the files are downloaded, target
-    first. ``roles`` limits the pull (e.g. ``("draft",)`` when ``run`` was given ``--target``).
-    """
-    plan = pair_files(entry, quant, roles=roles, token=token, listing=not isinstance(confirm, Decline))
-    missing = [p for p in plan if not p.cached]
-    if missing and is_offline():
-        raise OfflineError(
-            f"pair '{entry.name}'",
-            [f"{p.repo}/{p.files[0]}" for p in missing],
-            entry_pull_command(entry, quant),
-        )
-    if missing and confirm is not None and not confirm(missing):
-        names = ", ".join(f"{p.repo}/{p.files[0]}" for p in missing)
-        raise DownloadDeclined(
-            f"pair '{entry.name}' is not on this machine ({names}) and was not downloaded",
-            hint=_refused(entry_pull_command(entry, quant), confirm),
-        )
-    paths: dict[str, Path | None] = {"target": None, "draft": None}
-    for p in plan:
-        if not p.cached:
-            assert p.repo is not None
-            got = download_files(p.repo, list(p.files), p.revision, token=token, progress=progress)
-            p.local_path = got[0]  # ``cached`` keeps saying whether it was here before the pull
-        paths[p.role] = p.local_path
-    return PulledPair(target=paths["target"], draft=paths["draft"], plan=plan, downloaded=missing)

@@ -1,0 +1,1 @@
+"""One proposer per drafting method, behind the ``Drafter`` interface in ``base``."""

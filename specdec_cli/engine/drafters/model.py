@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...memory_kinds import Rollback
+from ...models.memory_kinds import Rollback
 from ..llama_context import Context
 from ..rollback import CacheRollback
 from ..verify import Dist, Proposal, Sampler

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from ..errors import SpecdecError, UsageError
+from ..models.meta import GGUFInfo, read_gguf
+from ..models.methods import Method, forced_method
 from .draft_choice import DraftChoice, find_draft, vet
-from .errors import SpecdecError, UsageError
-from .gguf_meta import GGUFInfo, read_gguf
-from .hub.local import resolve_local
-from .methods import Method, forced_method
+from .local import resolve_local
 from .registry import PairEntry, Registry
 
 T = TypeVar("T")
@@ -134,7 +134,7 @@ def build_plan(
     elif auto and not no_draft and run_method.value in (None, Method.DRAFT, Method.MTP, AUTO):
         run_method = Setting(AUTO, run_method.source if run_method.value == AUTO else "default")
         if flags.draft_max is None:
-            from .engine.runner import AUTO_DRAFT_MAX
+            from ..engine.runner import AUTO_DRAFT_MAX
 
             settings["draft_max"] = Setting(AUTO_DRAFT_MAX, "bench" if verdict == "auto" else "auto")
     return RunPlan(
@@ -180,21 +180,21 @@ def _local(text: str | None, fetch: bool, confirm: Confirm) -> Path | None:
         return None
     if not fetch:
         return Path(text)
-    from . import hub
+    from .. import hub
 
     return Path(hub.resolve_model_arg(text, confirm=confirm))
 
 
 def _pull(entry: PairEntry, quant: str | None, roles: list[str], confirm: Confirm) -> tuple[Path | None, Path | None]:
-    from . import hub
+    from .pulls import pull
 
-    pulled = hub.pull(entry, quant, confirm=confirm, roles=roles)
+    pulled = pull(entry, quant, confirm=confirm, roles=roles)
     return pulled.target, pulled.draft
 
 
 def _on_disk(entry: PairEntry, quant: str | None, roles: list[str]) -> tuple[Path | None, Path | None]:
     """The pair's files already on this machine; an error naming what is missing and how to get it."""
-    from .hub import pull_command
+    from ..hub import pull_command
 
     files = resolve_local(entry, quant)
     missing = [m for m in files.missing if m.startswith(tuple(roles))]
@@ -236,7 +236,7 @@ def _tuned(target: Path, draft: Path | None):
     """What ``bench --save`` stored for this pair on this machine (None when nothing, or no draft)."""
     if draft is None:
         return None
-    from . import console
+    from ..terminal import console
     from .tuned import load_tuned
 
     return load_tuned(target, draft, console.warn)
@@ -248,7 +248,7 @@ def _settings(flags: DraftFlags, tuned, entry: PairEntry | None) -> tuple[dict[s
     The second value is the stored measurement's verdict when no flag overrides it: "slower" (the
     draft model measured slower than none), "ngram" (n-gram drafting won), "auto", or None.
     """
-    from .engine.runner import DraftOptions
+    from ..engine.runner import DraftOptions
 
     given = {"draft_max": flags.draft_max, "draft_min": flags.draft_min, "p_min": flags.p_min}
     d = DraftOptions()

@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-
 from contextlib import contextmanager
 
 from rich.console import Console
 
-from .errors import OutputError
+from ..errors import OutputError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 

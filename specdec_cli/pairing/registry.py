@@ -6,22 +6,23 @@ make users remember repo names and numbers, specdec ships ``pairs.toml`` with kn
 pairings; users can add or override entries in ``~/.config/specdec/pairs.toml`` or a
 file passed with ``--registry``. This module parses, validates (one clear error per
 mistake) and merges those files, and nothing more: finding an entry's files on disk
-or in the Hugging Face cache is ``specdec_cli.hub``'s job (``hub.resolve_local``).
+or in the Hugging Face cache is ``pairing.local``'s job (``resolve_local``).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from specdec_cli.errors import UsageError
-from specdec_cli.methods import Method
+import tomllib
 
-METHODS = Method.values()  # what an entry's method may say (specdec_cli.methods defines them)
+from ..errors import UsageError
+from ..models.methods import Method
+
+METHODS = Method.values()  # what an entry's method may say (specdec_cli.models.methods defines them)
 WILDCARD = "any"  # target_family / target_size value that matches every target
 
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")  # names, families and sizes
@@ -135,15 +136,16 @@ class Registry:
 
 def builtin_registry_path() -> Path:
     """The packaged ``specdec_cli/pairs.toml`` (wheel install), else the checkout's top-level one."""
-    packaged = Path(__file__).with_name("pairs.toml")
+    package = Path(__file__).resolve().parents[1]  # specdec_cli/
+    packaged = package / "pairs.toml"
     if packaged.is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "pairs.toml"
+    return package.parent / "pairs.toml"
 
 
 def user_registry_path() -> Path:
     """``$XDG_CONFIG_HOME/specdec/pairs.toml``, by default ``~/.config/specdec/pairs.toml``."""
-    from .paths import config_home
+    from ..paths import config_home
 
     return config_home() / "pairs.toml"
 

@@ -14,7 +14,7 @@ size, and ``missing_shards`` when some parts are absent. Metadata comes from
 ``gguf_meta.read_gguf`` (no weights are read); a file it cannot read is listed with ``error`` set
 instead of being dropped.
 
-A registry pair is *complete* when ``hub.resolve_local`` finds both its files on this
+A registry pair is *complete* when ``pairing.local.resolve_local`` finds both its files on this
 machine; each model lists the complete pairs it serves in, as target or as draft. The quants tried
 for a pair's target are its default quant plus every quant found among the local files, so a
 pair pulled with ``--quant Q8_0`` counts too.
@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from .errors import SpecdecError
-from .gguf_meta import read_gguf
-from .hub.cache import cached_gguf_files
-from .hub.filenames import model_key, quant_of, shard_names, split_info
-from .hub.local import resolve_local
-from .hub.sizes import human_size
+from ..errors import SpecdecError
+from ..hub.cache import cached_gguf_files
+from ..hub.filenames import model_key, quant_of, shard_names, split_info
+from ..hub.sizes import human_size
+from ..models.meta import read_gguf
+from .local import resolve_local
 from .registry import Registry
 
 __all__ = ["MODEL_DIRS_ENV", "LocalModel", "model_dirs", "list_local_models", "human_size"]

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 # Roles the chat templates llama.cpp applies know; anything else is a typo or a format
 # (e.g. "human"/"gpt") the templates would render wrongly.

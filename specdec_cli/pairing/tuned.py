@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .errors import OutputError
-from .outputs import write_atomic
-from .paths import config_home
+from ..errors import OutputError
+from ..paths import config_home
+from ..terminal.outputs import write_atomic
 
 Warn = Callable[[str], None]
 

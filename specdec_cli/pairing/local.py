@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..methods import Method
-from .cache import find_cached
+from ..hub.cache import find_cached
+from ..models.methods import Method
 
 if TYPE_CHECKING:
-    from ..registry import PairEntry
+    from .registry import PairEntry
 
 __all__ = ["ResolvedFiles", "resolve_local"]
 

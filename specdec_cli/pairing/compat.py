@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import UsageError
-from .gguf_meta import GGUFInfo
-from .memory_kinds import SNAPSHOT_CAP, MemoryKind, Rollback, draft_rollback, target_rollback
-from .methods import Method
+from ..errors import UsageError
+from ..models.memory_kinds import SNAPSHOT_CAP, MemoryKind, Rollback, draft_rollback, target_rollback
+from ..models.meta import GGUFInfo
+from ..models.methods import Method
 
 __all__ = ["Check", "Verdict", "check_vocab", "check_base", "check_pair", "check_memory", "check_self"]
 

@@ -4,7 +4,7 @@
 
 Why apart from the GGUF reader: these are rules about how models are named and
 marketed, not about the file format; they apply to any text (general.name,
-general.basename, a file or repo name) and :mod:`specdec_cli.compat` matches
+general.basename, a file or repo name) and :mod:`specdec_cli.pairing.compat` matches
 pairs by what they return.
 """
 

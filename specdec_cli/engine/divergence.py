@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .engine.session import TracePoint
+from .session import TracePoint
 
 TIE_LOGITS = 1.0
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import IncompatibleError, SpecdecError
+from ..models.meta import GGUFInfo, read_gguf
+from ..models.methods import Method
 from .compat import Verdict, check_pair, check_vocab
-from .errors import IncompatibleError, SpecdecError
-from .gguf_meta import GGUFInfo, read_gguf
-from .hub.local import resolve_local
-from .methods import Method
+from .local import resolve_local
 from .registry import PairEntry, Registry
 
 
@@ -32,10 +32,11 @@ class DraftChoice:
 
 
 def vet(target: Path, target_info: GGUFInfo, draft: Path, entry: PairEntry | None, how: str,
-        method: Method | None = None) -> DraftChoice:
+        method: Method | None = None, draft_info: GGUFInfo | None = None) -> DraftChoice:
     """Check ``draft`` against the target; ``method`` forces what it is checked as (default: what the
-    GGUF is, an EAGLE-3/DFlash/DSpark head or a classic draft model). Raises IncompatibleError."""
-    dinfo = read_gguf(draft)
+    GGUF is, an EAGLE-3/DFlash/DSpark head or a classic draft model). ``draft_info``: the draft's
+    metadata when the caller has read it already. Raises IncompatibleError."""
+    dinfo = draft_info or read_gguf(draft)
     entry_method = entry.method if entry and entry.method != Method.NGRAM else None
     method = Method(method or dinfo.spec_method or entry_method or Method.DRAFT)
     verdict = check_pair(
@@ -63,18 +64,19 @@ def find_draft(registry: Registry, target: Path, target_info: GGUFInfo, method: 
                 return vet(target, target_info, files.draft, entry, f"registry pair {entry.name}")
             except SpecdecError:
                 continue
-    best = _beside(target, target_info, want)
+    best, best_info = _beside(target, target_info, want)
     if best is None:
         return DraftChoice(None, None, None, "none found", warnings=(
             f"no compatible draft found in the registry or next to {target.name}; "
             "running the target alone (pass --draft FILE to choose one)",
         ))
-    return vet(target, target_info, best, None, f"found next to the target: {best.name}", method)
+    return vet(target, target_info, best, None, f"found next to the target: {best.name}", method, best_info)
 
 
-def _beside(target: Path, target_info: GGUFInfo, want: Method) -> Path | None:
-    """The smallest GGUF beside the target that is a ``want`` draft with the target's vocabulary."""
-    best: tuple[int, Path] | None = None
+def _beside(target: Path, target_info: GGUFInfo, want: Method) -> tuple[Path | None, GGUFInfo | None]:
+    """The smallest GGUF beside the target that is a ``want`` draft with the target's vocabulary,
+    and its metadata (so it is read once)."""
+    best: tuple[int, Path, GGUFInfo] | None = None
     for path in sorted(target.parent.glob("*.gguf")):
         if path.resolve() == target.resolve():
             continue
@@ -89,5 +91,5 @@ def _beside(target: Path, target_info: GGUFInfo, want: Method) -> Path | None:
         if not all(c.ok for c in check_vocab(target_info, cand)):
             continue
         if best is None or cand.n_params < best[0]:
-            best = (cand.n_params, path)
-    return best[1] if best else None
+            best = (cand.n_params, path, cand)
+    return (best[1], best[2]) if best else (None, None)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from . import console, interrupts
-from .errors import EXIT_OK
+from ..errors import EXIT_OK
+from ..terminal import console, interrupts
 
 DEMO_PROMPT = "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring."
 EDIT_SOURCE = '''def parse_rows(text, sep=","):
@@ -52,8 +52,8 @@ EDIT_PROMPT = ("Rename the function parse_rows to read_rows and the parameter se
 
 
 def run_demo(max_tokens: int = 128) -> int:
-    from .engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
-    from .realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
+    from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
+    from ..realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
 
     target = ensure_model(DEMO_TARGET)
     draft = ensure_model(DEMO_DRAFT)
@@ -105,7 +105,7 @@ def run_demo(max_tokens: int = 128) -> int:
 
 def explain(costs) -> str:
     """Why drafting pays or not here, in the measured costs' own terms."""
-    from .engine.policy import best_length
+    from ..engine.policy import best_length
 
     step = costs.step_seconds()
     verify5 = costs.pass_seconds(5) / step

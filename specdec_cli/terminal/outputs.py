@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .errors import OutputError, UsageError
+from ..errors import OutputError, UsageError
 
 
 def check_writable(path: Path, flag: str) -> None:

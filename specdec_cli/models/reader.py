@@ -11,7 +11,7 @@ sizes.
 Why the integrity checks live here: a truncated or corrupt file must fail while
 it is read, with a message that names what is wrong, and never later in the
 budget (which sizes every tensor) or in llama.cpp's loader. Interpreting the
-metadata is :mod:`specdec_cli.gguf_meta`'s job.
+metadata is :mod:`specdec_cli.models.meta`'s job.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 import gguf
 
-from .errors import UsageError
+from ..errors import UsageError
 
-__all__ = ["ArrayRef", "TensorInfo", "MAX_LAYERS"]
+__all__ = ["ArrayRef", "TensorInfo", "MAX_LAYERS", "as_int"]
 
 # Arrays longer than this are not decoded while reading metadata; an ArrayRef
 # records where they are instead.
@@ -45,6 +45,11 @@ _SCALAR_STRUCT = {vt: struct.Struct("<" + f) for vt, f in _SCALAR_FMT.items()}
 
 
 # --- the parser ----------------------------------------------------------------------
+
+
+def as_int(v) -> int | None:
+    """A metadata value as an int; None for anything else (bools, strings, arrays)."""
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 class _Truncated(Exception):

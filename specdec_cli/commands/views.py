@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import console
+from ..terminal import console
 
 out = Console(highlight=False, soft_wrap=False)
 
@@ -141,7 +141,7 @@ def budget_table(est, console=None) -> None:
 
 def rollback_line(est) -> str | None:
     """How rejected drafts leave each model's memory, where that costs memory (snapshots, checkpoints)."""
-    from .memory_kinds import Rollback
+    from ..models.memory_kinds import Rollback
 
     parts = []
     for role, how in est.rollback.items():

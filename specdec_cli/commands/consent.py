@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .hub import Decline, PlannedFile
+from ..hub import Decline, PlannedFile
 
 __all__ = ["YES_HINT", "decline", "ask", "confirm_downloads"]
 
