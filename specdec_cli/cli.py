@@ -273,33 +273,14 @@ def budget(
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
-    from .commands.views import budget_table
-    from .engine.runner import AUTO_DRAFT_MAX, DraftOptions
-    from .memory.budget import parse_layers, plan
-    from .memory.placement import suggestions
-    from .models.meta import read_gguf
+    from .commands.budget import BudgetRequest, run_budget
 
-    tinfo = read_gguf(target)
-    dinfo = read_gguf(draft) if draft else None
-    how = plain(method) or "auto"  # run's default: auto drafts (n-gram at least) unless told otherwise
-    # as run does: a target with MTP layers and no draft drafts with them (auto or --method mtp)
-    mtp = dinfo is None and how in ("auto", "mtp") and tinfo.has_mtp
-    if draft_max is None:  # run's: auto plans up to its longest draft, a forced method its default
-        draft_max = AUTO_DRAFT_MAX if how == "auto" else DraftOptions().draft_max
-    est = plan(
-        tinfo, dinfo, n_ctx=ctx, cache_type_k=plain(cache_type_k), cache_type_v=plain(cache_type_v),
-        flash_attn=plain(flash_attn), draft_max=draft_max, margin_gib=margin,
-        ngl_target=parse_layers(gpu_layers, "-ngl"), ngl_draft=parse_layers(gpu_layers_draft, "-ngld"),
-        method=how, mtp=mtp,
+    req = BudgetRequest(
+        target=target, draft=draft, ctx=ctx, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft, margin=margin,
+        draft_max=draft_max, flash_attn=plain(flash_attn), cache_type_k=plain(cache_type_k),
+        cache_type_v=plain(cache_type_v), method=plain(method), as_json=as_json,
     )
-    if as_json:
-        console.write_json(est.to_dict())
-    else:
-        budget_table(est)
-        if not est.fits:
-            for tip in suggestions(est):
-                console.note(f"to fit: {tip}")
-    raise typer.Exit(0 if est.fits else 1)
+    raise typer.Exit(run_budget(req))
 
 
 @command()
