@@ -31,6 +31,7 @@ from .commands.options import (
     NgldOpt,
     NglOpt,
     PairOpt,
+    ParallelOpt,
     QuantOpt,
     RegistryOpt,
     RunMethodOpt,
@@ -229,6 +230,7 @@ def run(
     cache_type_k: CacheTypeKOpt = CacheType.F16,
     cache_type_v: CacheTypeVOpt = CacheType.F16,
     batch: Annotated[Optional[Path], typer.Option("--batch", help="JSONL (prompt / messages per line) or plain lines: one JSON result per line on stdout.")] = None,
+    parallel: ParallelOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, tokens, timings, counts) instead of the text.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     show_accept: Annotated[bool, typer.Option("--show-accept", help="Colour the tokens the draft proposed (terminal only).")] = False,
@@ -251,7 +253,7 @@ def run(
         draft=DraftFlags(draft_max=draft_max, draft_min=draft_min, p_min=draft_p_min),
         registry=registry, yes=yes, no_draft=no_draft, method=plain(method), chat=chat, system=system,
         max_tokens=max_tokens, temp=temp, top_k=top_k, top_p=top_p, seed=seed, stop=tuple(stop),
-        verify=plain(verify), force=force, batch=batch, as_json=as_json, quiet=quiet, show_accept=show_accept,
+        verify=plain(verify), force=force, batch=batch, parallel=parallel, as_json=as_json, quiet=quiet, show_accept=show_accept,
         explain_divergence=explain_divergence,
     )
     raise typer.Exit(run_request(req))

@@ -42,16 +42,12 @@ def thread_count(threads: int | None) -> int | None:
     return threads
 
 
-def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet: bool):
-    """Budget the plan's files before loading anything; choose the offload when -ngl is auto; refuse
-    if it cannot fit (unless ``force``)."""
+def _estimate(plan, draft_max: int, load: LoadOptions, n_seq: int = 1):
     from ..memory.budget import parse_layers
     from ..memory.budget import plan as budget_plan
-    from ..memory.placement import suggestions
     from ..models.methods import Method
-    from .views import budget_table
 
-    est = budget_plan(
+    return budget_plan(
         plan.target_info,
         plan.draft_info,
         n_ctx=load.ctx,
@@ -64,7 +60,25 @@ def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet:
         margin_gib=load.margin,
         method=plan.method.value,
         mtp=plan.drafter is Method.MTP,
+        n_seq=n_seq,
     )
+
+
+def fit_parallel(plan, load: LoadOptions, draft_max: int, want: int) -> int:
+    """The most sequences, up to ``want``, whose KV cells (``--ctx`` each) and buffers fit (1 at least)."""
+    n = want
+    while n > 1 and not _estimate(plan, draft_max, load, n).fits:
+        n = max(1, n * 3 // 4)
+    return n
+
+
+def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet: bool, n_seq: int = 1):
+    """Budget the plan's files before loading anything; choose the offload when -ngl is auto; refuse
+    if it cannot fit (unless ``force``)."""
+    from ..memory.placement import suggestions
+    from .views import budget_table
+
+    est = _estimate(plan, draft_max, load, n_seq)
     short = [(d, est.short(d)) for d in est.devices if d.usable and est.short(d)]
     if short and not force:
         budget_table(est, console.err)
@@ -81,11 +95,12 @@ def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet:
     return est
 
 
-def engine_options(load: LoadOptions, est):
+def engine_options(load: LoadOptions, est, n_seq: int = 1):
     """llama.cpp settings, with the offload the memory check chose."""
     from ..engine.runner import EngineOptions
 
     return EngineOptions(
+        n_seq=n_seq,
         n_ctx=load.ctx,
         threads=thread_count(load.threads),
         gpu_layers=est.ngl_target,
@@ -118,7 +133,7 @@ def warn_snapshot_cap(plan) -> None:
 
 
 def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bool = False, quiet: bool = False,
-                describe: str | None = None):
+                describe: str | None = None, n_seq: int = 1):
     """Everything between a plan and a loaded engine, in order: the plan's notes, the memory
     check (which chooses the offload), what runs (``describe``, unless ``quiet``), then the load.
     ``draft``: the engine's ``DraftOptions``; its ``draft_max`` sizes the memory check. Returns the
@@ -128,9 +143,9 @@ def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bo
 
     print_plan_notes(plan, quiet=quiet)
     warn_snapshot_cap(plan)
-    est = check_memory(plan, draft.draft_max, load, force=force, quiet=quiet)
+    est = check_memory(plan, draft.draft_max, load, force=force, quiet=quiet, n_seq=n_seq)
     if describe and not quiet:
         console.note(describe)
-    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est), draft=draft,
+    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est, n_seq), draft=draft,
                     method=method, mtp=plan.drafter is Method.MTP, warn=console.warn)
     return engine, est

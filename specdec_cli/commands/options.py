@@ -45,6 +45,9 @@ RunMethodOpt = Annotated[Optional[RunMethod], typer.Option(
     "--method", help="Drafting method. Default auto: per step, n-gram lookup, the draft model or none, whichever the "
     "measured costs say is fastest (draft heads run as themselves). Or force draft, eagle3, dflash, dspark or ngram "
     "(fixed-length llama.cpp-style drafting).")]
+ParallelOpt = Annotated[Optional[int], typer.Option(
+    "--parallel", min=1, help="Prompts decoded at once (--batch; serve: requests). Default: as many as the "
+    "measured cost of a pass says pay, within memory.")]
 VerifyOpt = Annotated[VerifyMode, typer.Option(
     "--verify", help="At --temp > 0: exact (speculative sampling), match (llama.cpp's sample-then-match), "
     "or auto (exact where the drafter samples).")]

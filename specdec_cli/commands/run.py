@@ -15,6 +15,7 @@ from ..models.methods import Method
 from ..pairing.plan import DraftFlags, ModelChoice
 from ..terminal import console, interrupts
 from ..terminal.prompts import PromptItem, decode_text, read_batch, read_prompt
+from .batch import run_batch
 from .loading import LoadOptions, check_temperature, open_engine
 
 
@@ -42,6 +43,7 @@ class RunRequest:
     verify: str = "auto"
     force: bool = False  # run even if the memory check says it does not fit
     batch: Path | None = None
+    parallel: int | None = None  # --batch: prompts decoded at once (None: chosen from the cost curve)
     as_json: bool = False
     quiet: bool = False
     show_accept: bool = False
@@ -81,8 +83,9 @@ def run_request(req: RunRequest) -> int:
     )
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
+    n_seq = _parallel_limit(plan, req, len(items)) if req.batch is not None else 1
     engine, _ = open_engine(plan, req.load, _draft_options(plan), method=plan.method.value, force=req.force,
-                         quiet=req.quiet, describe=_describe(plan))
+                            quiet=req.quiet, describe=_describe(plan), n_seq=n_seq)
     try:
         seed = resolve_seed(req.seed) if req.temp > 0 else req.seed
         gen = GenOptions(
@@ -100,10 +103,33 @@ def run_request(req: RunRequest) -> int:
         }
         prompting = _Prompting(req.chat, system)
         if req.batch is not None:
-            return _run_batch(engine, items, gen, req, prompting, meta)
+            return run_batch(engine, items, lambda item: _prompt_tokens(engine, item, prompting), gen, req, meta,
+                             n_seq)
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:
         engine.close()
+
+
+def _parallel_limit(plan, req: RunRequest, n_items: int) -> int:
+    """The most prompts ``--batch`` may decode at once: ``--parallel``, else up to the auto cap,
+    never more than the prompts, 1 where the plan's method or memory cannot batch (said on stderr),
+    lowered until the memory check passes."""
+    from .batch import AUTO_PARALLEL_MAX, batch_blocker
+    from .loading import fit_parallel
+
+    want = min(n_items, req.parallel or AUTO_PARALLEL_MAX)
+    if want <= 1:
+        return 1
+    why = batch_blocker(plan)
+    if why is not None:
+        if not req.quiet or req.parallel:
+            console.note(f"one prompt at a time: {why}")
+        return 1
+    fits = fit_parallel(plan, req.load, plan.draft_max.value, want)
+    if fits < want and not req.force:
+        console.note(f"{want} prompts at once do not fit in memory; at most {fits}")
+        return fits
+    return want
 
 
 def _check_draft_flags(flags: DraftFlags) -> None:
@@ -203,30 +229,3 @@ def _explain(plain, spec) -> tuple[dict, int]:
         f"speculative chose {div.spec_token}; their logits in the plain run differ by {margin}: {verdict}"
     )
     return report, EXIT_OK if div.near_tie else EXIT_FAILURE
-
-
-def _run_batch(engine, items: list[PromptItem], gen, req: RunRequest, prompting: _Prompting, meta: dict) -> int:
-    """One JSON line per prompt; a signal between prompts ends the run after the last whole line."""
-    from ..engine.stats import GenerationStats
-
-    total = GenerationStats()
-    done, code = 0, EXIT_OK
-    try:
-        for i, item in enumerate(items):
-            tokens = _prompt_tokens(engine, item, prompting)
-            result = engine.generate(tokens, gen)
-            s = result.stats
-            total.merge(s)
-            done += 1
-            console.write_json({"index": i, "id": item.id, **result.to_dict(), **meta})
-            if not req.quiet:
-                console.note(f"[{i + 1}/{len(items)}] {s.summary()}")
-            if result.interrupted:
-                code = interrupts.exit_code()
-                break
-    except KeyboardInterrupt as exc:
-        console.warn(f"interrupted after {done} of {len(items)} prompts")
-        code = interrupts.exit_code(exc)
-    if not req.quiet and done > 1:
-        console.note(f"{'all ' if done == len(items) else ''}{done} prompts: {total.summary()}")
-    return code

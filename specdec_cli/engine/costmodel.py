@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 CALIBRATION_SIZES = (1, 2, 4, 16)  # about 15 decode steps in all on a 2-core CPU
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)  # a pass over many sequences: measured too when they run
 SMOOTHING = 0.1  # weight of a new measurement in the running mean of its batch size
 CACHE_VERSION = 1
 
@@ -72,6 +73,10 @@ class CostModel:
         per = seconds / n_tokens
         old = self.drafts.get(drafter)
         self.drafts[drafter] = per if old is None else old + SMOOTHING * (min(per, 3 * old) - old)
+
+    def sizes(self) -> list[int]:
+        """The batch sizes measured so far."""
+        return list(self._sizes)
 
     # --- estimates ---------------------------------------------------------------------------
     def pass_seconds(self, n_tokens: int) -> float:

@@ -50,6 +50,10 @@ class ContextParams:
     offload_kqv: bool = True
     n_rs_seq: int = 0  # per-token recurrent-state snapshots for rollback (llama.cpp clamps it to 0 where unsupported)
     mtp: bool = False  # an MTP context: the model's nextn layers over their own KV cache
+    # sequences the context holds at once (the scheduler's slots); with more than one, the KV cache
+    # is unified: one pool of n_ctx cells that every sequence draws from, so a short job and a long
+    # one share the cells, and a shared prompt prefix is stored once (``seq_cp``)
+    n_seq_max: int = 1
 
 
 class Context(FreedOnCollect):
@@ -66,7 +70,8 @@ class Context(FreedOnCollect):
         cp.n_ctx = params.n_ctx
         cp.n_batch = params.n_batch
         cp.n_ubatch = min(params.n_ubatch, params.n_batch)
-        cp.n_seq_max = 1
+        cp.n_seq_max = max(1, params.n_seq_max)
+        cp.kv_unified = params.n_seq_max > 1
         cp.n_outputs_max = max(1, params.n_outputs_max)
         threads = params.n_threads or default_threads()
         cp.n_threads = threads
@@ -99,6 +104,7 @@ class Context(FreedOnCollect):
         for i in range(self._cap):
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = SEQ
+        self._seqs_set = False  # a multi-sequence pass wrote other sequence ids into the batch
         self._n_vocab = model.n_vocab
         self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
@@ -110,11 +116,14 @@ class Context(FreedOnCollect):
         or ``"all"`` (logits for every token from index ``skip`` on: the verify pass, whose
         first ``skip`` tokens re-evaluate what a restored checkpoint lost).
         """
-        ll = bindings()
         n = len(tokens)
         if outputs == "all" and n - skip > self.params.n_outputs_max:
             # llama.cpp would abort the process; this is a caller's bug, say so instead
             raise ValueError(f"{n} output rows requested, the context was made for {self.params.n_outputs_max}")
+        if self._seqs_set:
+            for i in range(self._cap):
+                self._batch.seq_id[i][0] = SEQ
+            self._seqs_set = False
         start = 0
         while start < n:
             chunk = tokens[start : start + self._cap]
@@ -127,18 +136,42 @@ class Context(FreedOnCollect):
             if outputs == "last" and start + k == n:
                 b.logits[k - 1] = 1
             b.n_tokens = k
-            abortable = k >= ABORTABLE_PASS
-            if abortable:
-                ll.llama_set_abort_callback(self._ptr, ABORT, None)
-            t0 = time.perf_counter()
-            with interrupts.native():
-                rc = ll.llama_decode(self._ptr, b)
-                self.busy_seconds += time.perf_counter() - t0
-                if abortable:
-                    ll.llama_set_abort_callback(self._ptr, NO_ABORT, None)  # a NULL callback
-            if rc != 0:
-                raise _decode_error(rc, self, pos0 + start + k)
+            self._run_batch(k, pos0 + start + k)
             start += k
+
+    def decode_many(self, tokens: list[int], positions: list[int], seqs: list[int], outputs: list[bool]) -> None:
+        """One pass over tokens of several sequences: token i at ``positions[i]`` of sequence
+        ``seqs[i]``, with logits kept where ``outputs[i]``; ``logits(i)`` then reads them by the
+        token's index in this pass. The caller keeps the pass within ``n_batch`` tokens and the
+        outputs within ``n_outputs_max`` (llama.cpp would abort the process otherwise)."""
+        n = len(tokens)
+        if n > self._cap or sum(outputs) > self.params.n_outputs_max:
+            raise ValueError(f"a pass of {n} tokens and {sum(outputs)} outputs exceeds this context's "
+                             f"{self._cap} tokens and {self.params.n_outputs_max} outputs")
+        b = self._batch
+        for i in range(n):
+            b.token[i] = tokens[i]
+            b.pos[i] = positions[i]
+            b.seq_id[i][0] = seqs[i]
+            b.logits[i] = outputs[i]
+        self._seqs_set = True
+        b.n_tokens = n
+        self._run_batch(n, None)
+
+    def _run_batch(self, k: int, needed: int | None) -> None:
+        """llama_decode over the first ``k`` entries of the batch; long passes can be aborted by a signal."""
+        ll = bindings()
+        abortable = k >= ABORTABLE_PASS
+        if abortable:
+            ll.llama_set_abort_callback(self._ptr, ABORT, None)
+        t0 = time.perf_counter()
+        with interrupts.native():
+            rc = ll.llama_decode(self._ptr, self._batch)
+            self.busy_seconds += time.perf_counter() - t0
+            if abortable:
+                ll.llama_set_abort_callback(self._ptr, NO_ABORT, None)  # a NULL callback
+        if rc != 0:
+            raise _decode_error(rc, self, needed)
 
     def logits(self, i: int) -> np.ndarray:
         """Logits of output row ``i`` (``-1`` = the last), as a numpy view valid until the next decode."""
@@ -194,9 +227,18 @@ class Context(FreedOnCollect):
         if rc != 0:
             raise _decode_error(rc, self)
 
-    def pos_max(self) -> int:
-        """The highest position in the cache, -1 when empty."""
-        return int(bindings().llama_memory_seq_pos_max(self._mem, SEQ))
+    def pos_max(self, seq: int = SEQ) -> int:
+        """The highest position of ``seq`` in the cache, -1 when empty."""
+        return int(bindings().llama_memory_seq_pos_max(self._mem, seq))
+
+    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
+        """Drop positions [p0, p1) of ``seq`` (p1 -1: to the end; p0 -1 and p1 -1: all of it).
+        False where the memory cannot drop a part (a recurrent state)."""
+        return bool(bindings().llama_memory_seq_rm(self._mem, seq, p0, p1))
+
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once."""
+        bindings().llama_memory_seq_cp(self._mem, src, dst, p0, p1)
 
     def kv_keep_until(self, pos: int) -> None:
         """Drop every cached position >= pos, where the cache can (an attention cache, the

@@ -40,6 +40,74 @@ def best_length(accept: list[float], costs: CostModel, draft_cost: float = 0.0) 
     return best
 
 
+@dataclass
+class PassPlan:
+    lengths: list[int]  # draft length per sequence
+    rate: float  # expected tokens per second of the pass
+    expected: float  # expected tokens the pass emits
+
+
+def plan_pass(accepts: list[list[float]], costs: CostModel, *, n_prefill: int = 0,
+              draft_costs: list[float] | None = None) -> PassPlan:
+    """The drafts of one pass over several sequences that maximise its expected tokens per second.
+
+    ``accepts[s]``: the acceptance of each successive draft token sequence ``s`` could send (each
+    conditional on the ones before it). Every decoding sequence emits its own token whatever is
+    drafted; draft token i of sequence s adds ``prod(accepts[s][:i+1])`` tokens. The decoding part
+    of the pass costs what it adds to the measured time of the whole pass: its sequences' last
+    tokens and the drafts on top of ``n_prefill`` prompt tokens that ride in the same pass (work
+    that is done either way), plus ``draft_costs[s]`` seconds per token drafted for ``s``. Since a
+    sequence's products only shrink along its draft, taking candidates in order of value per
+    cost keeps each sequence's draft a prefix; every cut of that order is tried. With one
+    sequence and no prefill this is :func:`best_length`'s rule.
+    """
+    n_seq = len(accepts)
+    if n_seq == 0:
+        return PassPlan([], 0.0, 0.0)
+    dcost = draft_costs or [0.0] * n_seq
+    riding = costs.pass_seconds(n_prefill) if n_prefill else 0.0
+    floor = 0.02 * costs.pass_seconds(1)  # the decoding part never counts as free
+
+    def decode_seconds(k: int) -> float:
+        return max(floor, costs.pass_seconds(n_seq + n_prefill + k) - riding)
+
+    base = decode_seconds(0)
+    step = max(1e-9, decode_seconds(1) - base)  # what one more token adds to the pass
+    cands: list[tuple[float, int, float]] = []  # (value per cost, sequence, value)
+    for s, acc in enumerate(accepts):
+        run = 1.0
+        for a in acc:
+            run *= a
+            if run < 1e-4:
+                break
+            cands.append((run / (step + dcost[s]), s, run))
+    cands.sort(key=lambda c: -c[0])
+    best = PassPlan([0] * n_seq, n_seq / base, float(n_seq))
+    lengths = [0] * n_seq
+    expected, drafting = float(n_seq), 0.0
+    for k, (_density, s, value) in enumerate(cands, start=1):
+        lengths[s] += 1
+        expected += value
+        drafting += dcost[s]
+        rate = expected / (decode_seconds(k) + drafting)
+        if rate > best.rate:
+            best = PassPlan(list(lengths), rate, expected)
+    return best
+
+
+PARALLEL_TOLERANCE = 0.03  # fewer sequences win when within this share of the best throughput
+
+
+def choose_parallel(costs: CostModel, n_max: int) -> int:
+    """How many sequences to decode at once: the fewest whose plain decoding throughput, n tokens
+    per pass of n, is within ``PARALLEL_TOLERANCE`` of the best up to ``n_max``. On a GPU the
+    curve is flat and this is ``n_max``; on a small CPU it is where one more sequence stops
+    raising throughput."""
+    rates = {n: n / costs.pass_seconds(n) for n in range(1, max(1, n_max) + 1)}
+    best = max(rates.values())
+    return min(n for n, r in rates.items() if r >= best * (1 - PARALLEL_TOLERANCE))
+
+
 def extension_pays(accept: list[float], next_a: float, k_max: int, costs: CostModel, draft_cost: float) -> bool:
     """Whether one more draft step can raise the expected rate above drafting ``accept`` alone,
     assuming the tokens after it are kept as often as ``next_a`` (the draft model's stop rule)."""

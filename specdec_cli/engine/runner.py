@@ -22,15 +22,17 @@ from .drafters.base import Drafter
 from .drafters.dflash import DFlashDrafter
 from .drafters.eagle3 import Eagle3Drafter
 from .drafters.model import ModelDrafter
+from .drafters.model_batch import BatchModelDrafter
 from .drafters.mtp import MtpDrafter
 from .drafters.ngram import NgramDrafter
 from .errors import ContextFull, PromptTooLong
 from .llama import default_threads
 from .llama_context import Context, ContextParams
 from .llama_model import Model
+from .result import Result
 from .rollback import CacheRollback
+from .scheduler import Job, Scheduler
 from .session import Session, TracePoint
-from .stats import GenerationStats
 from .verify import Sampler, SamplingParams, make_verifier, resolve_verify, verify_mode
 
 DRAFT_METHODS = Method.with_draft_file()  # the methods that load a draft GGUF
@@ -51,6 +53,9 @@ class EngineOptions:
     # take rejected drafts back with llama.cpp's recurrent-state snapshots where it offers them;
     # False checkpoints instead (as llama.cpp's speculative-simple does for a classic draft)
     snapshots: bool = True
+    # sequences decoded at once (``run_many``): the target's context then holds n_seq sequences of
+    # n_ctx positions each in one unified cache, and so does the draft's
+    n_seq: int = 1
 
 
 @dataclass
@@ -79,35 +84,6 @@ class GenOptions:
 
     def __post_init__(self) -> None:
         self.verify = verify_mode(self.verify).value
-
-
-@dataclass
-class Result:
-    text: str
-    prompt_tokens: list[int]
-    tokens: list[int]
-    stats: GenerationStats
-    seed: int | None = None
-    trace: list[TracePoint] | None = None
-    verify: str = "greedy"  # the rule this generation used: greedy, match or exact
-    cost_model: dict | None = None  # the costs auto decided with (None for other methods)
-
-    @property
-    def interrupted(self) -> bool:
-        return self.stats.stop_reason == "interrupted"
-
-    def to_dict(self) -> dict:
-        """``run --json``'s object: the text and tokens, the stats (``GenerationStats.to_dict``),
-        and how this generation ran."""
-        return {
-            "text": self.text,
-            "prompt_tokens": self.prompt_tokens,
-            "tokens": self.tokens,
-            **self.stats.to_dict(),
-            "cost_model": self.cost_model,
-            "seed": self.seed,
-            "verify": self.verify,
-        }
 
 
 class Engine:
@@ -151,9 +127,11 @@ class Engine:
         # output rows are allocated as used, so room for the longest draft costs nothing up front;
         # a hybrid target keeps per-token snapshots of its recurrent state for as long a draft
         snapshots = snapshots_for(self.draft_options.draft_max) if self.method and opts.snapshots else 0
-        self.target_ctx = Context(self.target_model, self._ctx_params(1 + self.draft_options.draft_max, snapshots))
+        rows = min(opts.n_batch, opts.n_seq * (1 + self.draft_options.draft_max))
+        self.target_ctx = Context(self.target_model, self._ctx_params(rows, snapshots, n_seq=opts.n_seq))
         self.target_rollback = self._target_rollback()
         self.drafters: dict[str, Drafter] = {"ngram": NgramDrafter()}
+        self.batch_model: BatchModelDrafter | None = None  # the draft model for many sequences at once
         if draft_path is not None:
             ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
             self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
@@ -208,6 +186,10 @@ class Engine:
             for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
                 c.observe_pass(b, sec)
             c.source = "calibrated"
+        if self.options.n_seq > 1:  # passes over many sequences are larger: measure up to them
+            missing = [b for b in costmodel.BATCH_SIZES if b not in c.sizes()]
+            for b, sec in costmodel.calibrate(self.target_ctx, tok, missing).items():
+                c.observe_pass(b, sec)
         if self.draft_ctx is not None and "draft" in self.drafters and "draft" not in c.drafts:
             c.observe_draft("draft", 1, costmodel.calibrate_draft(self.draft_ctx, tok))
         return c
@@ -224,11 +206,14 @@ class Engine:
     def _make_drafter(self, kind: str, warn) -> Drafter:
         d = self.draft_options
         if kind == "draft":
-            self.draft_ctx = Context(self.draft_model, self._ctx_params(1))
+            n_seq = self.options.n_seq
+            self.draft_ctx = Context(self.draft_model, self._ctx_params(n_seq, n_seq=n_seq))
             rollback = CacheRollback(self.draft_ctx, self.draft_ctx.probe_rollback())
             if rollback.kind is Rollback.NONE:
                 raise SpecdecError(f"the draft {self.draft_model.path.name} keeps no memory that can drop positions",
                                    hint="use another draft model, or --method ngram")
+            if n_seq > 1 and rollback.kind is Rollback.PARTIAL:
+                self.batch_model = BatchModelDrafter(self.draft_ctx)
             return ModelDrafter(self.draft_ctx, n_min=d.draft_min, p_min=d.p_min, rollback=rollback)
         if self.target_rollback.kind is Rollback.CHECKPOINT:
             raise UsageError(
@@ -256,11 +241,12 @@ class Engine:
         """The drafter of the default method (None: the target alone)."""
         return self.drafters.get(self.method) if self.method else None
 
-    def _ctx_params(self, n_outputs: int, n_rs_seq: int = 0) -> ContextParams:
+    def _ctx_params(self, n_outputs: int, n_rs_seq: int = 0, *, n_seq: int = 1) -> ContextParams:
         o = self.options
         return ContextParams(
             n_rs_seq=n_rs_seq,
-            n_ctx=o.n_ctx,
+            n_seq_max=n_seq,
+            n_ctx=n_seq * o.n_ctx,
             n_batch=o.n_batch,
             n_ubatch=o.n_batch,
             n_outputs_max=n_outputs,
@@ -269,6 +255,12 @@ class Engine:
             cache_type_k=o.cache_type_k,
             cache_type_v=o.cache_type_v,
         )
+
+    @property
+    def n_ctx_seq(self) -> int:
+        """The positions one sequence may use: the context's own size (llama.cpp may round it up),
+        or ``n_ctx`` of a context made for several sequences."""
+        return self.target_ctx.n_ctx if self.options.n_seq == 1 else self.options.n_ctx
 
     # --- prompts ----------------------------------------------------------------------------
     def render_chat(self, messages: list[dict]) -> str:
@@ -282,8 +274,8 @@ class Engine:
         tokens = m.tokenize(text, add_special=add_special, parse_special=True)
         if not tokens:
             raise UsageError("the prompt is empty", hint="pass some text, -f FILE, or pipe it on stdin")
-        if len(tokens) >= self.target_ctx.n_ctx:
-            raise PromptTooLong(self.target_ctx.n_ctx, len(tokens))
+        if len(tokens) >= self.n_ctx_seq:
+            raise PromptTooLong(self.n_ctx_seq, len(tokens))
         return tokens
 
     # --- generation -------------------------------------------------------------------------
@@ -320,6 +312,7 @@ class Engine:
             draft_sampler=sampler if rule == "exact" and sampled else None,
             costs=self.costs if self._costs_ready else None,
             rollback=self.target_rollback,
+            n_ctx=self.n_ctx_seq,
         )
 
     def generate(
@@ -367,6 +360,31 @@ class Engine:
             verify=session.verifier.rule,
             cost_model=self.costs.to_dict() if session.stats.method == "auto" else None,
         )
+
+    def batch_support(self, method: str | None) -> str | None:
+        """Why ``method`` cannot decode many sequences at once on this engine (None: it can)."""
+        if self.options.n_seq < 2:
+            return "the engine was loaded for one sequence"
+        if self.target_rollback.kind is not Rollback.PARTIAL:
+            return f"{self.target_model.path.name} keeps a {self.target_rollback.kind} memory"
+        if method not in (None, "auto", "ngram", "draft"):
+            return f"{method} drafting reads the target's hidden states one sequence at a time"
+        if method == "draft" and self.batch_model is None:
+            return "the draft model keeps a memory that cannot drop positions"
+        return None
+
+    def run_many(self, jobs: list[Job], gen: GenOptions, *, n_parallel: int, use_draft: bool = True,
+                 method: str | None = None):
+        """Decode ``jobs`` ``n_parallel`` at a time (continuous batching, ``scheduler.py``); yields
+        (job, Result) as each ends. ``method`` overrides the engine's (``use_draft`` False: none);
+        ``batch_support`` must have said yes to it. The run's figures are in ``self.last_run``."""
+        method = (method or self.method) if use_draft else None
+        why = self.batch_support(method)
+        if why is not None:
+            raise ValueError(f"cannot decode many sequences at once: {why}")
+        sched = Scheduler(self, gen, n_parallel=n_parallel, method=method)
+        self.last_run = sched.stats
+        yield from sched.run(jobs)
 
     def set_draft(self, *, draft_max: int, p_min: float) -> None:
         """Change the draft settings between generations (bench's grid); draft_max is capped by

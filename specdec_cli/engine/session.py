@@ -75,7 +75,10 @@ class Session:
         draft_sampler: Sampler | None = None,
         costs: CostModel | None = None,
         rollback: CacheRollback | None = None,
+        n_ctx: int | None = None,
     ):
+        """``n_ctx``: the positions this generation may use (default: the context's; a context
+        made for several sequences holds more than one of them may take)."""
         self.target = target
         self.rollback = rollback or CacheRollback(target, Rollback.PARTIAL)
         self.verifier = verifier
@@ -84,6 +87,7 @@ class Session:
         self.draft_max = draft_max if drafter is not None else 0
         self.trace = trace
         self.costs = costs  # every verify pass is timed into it, by batch size
+        self.n_ctx = n_ctx or target.n_ctx
         self.stats = GenerationStats(method=drafter.method if drafter is not None else None,
                                      rollback=str(self.rollback.kind))
 
@@ -115,7 +119,7 @@ class Session:
         try:
             while st.n_generated < max_tokens:
                 n_cached = len(history) - 1 - len(replay)  # positions the target's memory holds
-                room = tgt.n_ctx - len(history)  # free positions after the last token
+                room = self.n_ctx - len(history)  # free positions after the last token
                 if room < 0:
                     st.stop_reason = "context"
                     return

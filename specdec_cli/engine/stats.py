@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the fields merge adds up as numbers
-_SUMMED = ("n_prompt", "n_generated", "n_drafted", "n_accepted", "n_target_passes", "n_eog", "prompt_seconds",
+_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_target_passes", "n_eog", "prompt_seconds",
            "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
            "rollback_seconds")
 
@@ -13,6 +13,7 @@ _SUMMED = ("n_prompt", "n_generated", "n_drafted", "n_accepted", "n_target_passe
 @dataclass
 class GenerationStats:
     n_prompt: int = 0
+    n_prompt_reused: int = 0  # prompt tokens whose cells another sequence (or an earlier job) computed
     n_generated: int = 0
     n_drafted: int = 0  # draft tokens sent to the target for checking
     n_accepted: int = 0  # of those, kept
@@ -115,6 +116,7 @@ class GenerationStats:
         share = (lambda x: round(x, 4)) if rounded else (lambda x: x)
         return {
             "n_prompt": self.n_prompt,
+            "n_prompt_reused": self.n_prompt_reused,
             "n_generated": self.n_generated,
             "prompt_seconds": sec(self.prompt_seconds),
             "decode_seconds": sec(self.decode_seconds),

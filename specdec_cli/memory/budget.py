@@ -45,6 +45,7 @@ def plan(
     devices: list[Device] | None = None,
     method: str | None = None,
     mtp: bool | None = None,
+    n_seq: int = 1,
 ) -> Estimate:
     """The memory plan of a run: probe devices (unless given), then fix or choose the offload.
 
@@ -52,17 +53,20 @@ def plan(
     given, else the target runs alone). With ``draft_max`` it sizes the target's output rows, the
     recurrent-state snapshots, the checkpoints and, for "mtp", the MTP layers and context.
     ``mtp``: the target's MTP layers are loaded although ``method`` is not "mtp" (auto drafting
-    with them: what the engine's ``mtp`` says); None = only for method "mtp"."""
+    with them: what the engine's ``mtp`` says); None = only for method "mtp". ``n_seq``: sequences
+    decoded at once, each with ``n_ctx`` positions of one unified KV cache (and of the draft's)."""
     from .devices import cpu_features, probe_devices
 
     devices = probe_devices() if devices is None else devices
+    drafting = bool(method or draft is not None)
     settings = Settings(
-        n_ctx=n_ctx,
+        n_ctx=n_ctx * n_seq,
+        n_seq=n_seq,
         n_ubatch=n_ubatch,
         cache_type_k=cache_type_k,
         cache_type_v=cache_type_v,
         flash_attn=flash_attn != "off",
-        n_outputs_target=draft_max + 1 if (method or draft is not None) else 1,
+        n_outputs_target=min(n_ubatch, n_seq * (draft_max + 1)) if drafting else n_seq,
         cpu_features=cpu_features(),
         method=method,
         draft_max=draft_max,

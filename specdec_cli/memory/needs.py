@@ -94,7 +94,8 @@ def repack_types(features: set[str]) -> set[str]:
 
 @dataclass
 class Settings:
-    n_ctx: int = 4096
+    n_ctx: int = 4096  # KV cells of a context: every sequence's positions together
+    n_seq: int = 1  # sequences decoded at once
     n_ubatch: int = 512
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
@@ -388,5 +389,5 @@ def setup_needs(target: GGUFInfo, draft: GGUFInfo | None, settings: Settings) ->
                     checkpoint=how_back.get("target") is Rollback.CHECKPOINT)
     d = None
     if uses_draft:
-        d = model_needs(draft, "draft", settings, 1, checkpoint=how_back.get("draft") is Rollback.CHECKPOINT)
+        d = model_needs(draft, "draft", settings, settings.n_seq, checkpoint=how_back.get("draft") is Rollback.CHECKPOINT)
     return SetupNeeds(t, d, n_rs_seq, method, how_back)

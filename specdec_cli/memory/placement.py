@@ -61,6 +61,7 @@ class Estimate:
             "margin": self.margin,
             "method": self.method,
             "draft_max": self.settings.draft_max,
+            "n_seq": self.settings.n_seq,
             "n_rs_seq": self.n_rs_seq,
             "rollback": dict(self.rollback),
             "components": [c.__dict__ for c in self.components],

@@ -23,6 +23,7 @@ measured on this machine (``CostModel``) and acceptance learned in this run (``C
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ..costmodel import CostModel
 from ..policy import Calibrator, best_length, confidence_bucket, extension_pays
@@ -32,6 +33,18 @@ from .suffix import ORDERS, SuffixIndex
 
 STOP_WALK = 0.02  # the index stops proposing once the whole prefix is this unlikely to be kept
 MODEL_POSITION_PRIOR = 0.6  # acceptance assumed for a draft model's positions before any verify
+
+
+@dataclass
+class Candidates:
+    """A proposer's tokens for one sequence, each with its calibrated acceptance (conditional on
+    the ones before it being kept) and the signal it was calibrated from."""
+
+    source: str  # "ngram" or the step-wise drafter's name
+    tokens: list[int]
+    accept: list[float]
+    buckets: list[tuple]
+    priors: list[float]
 
 
 def _ngram_prior(share: float, order: int) -> float:
@@ -66,7 +79,7 @@ class AutoDrafter(Drafter):
     def begin(self, prompt: list[int], sampler=None) -> None:
         self.index.begin(prompt)
         # the model is prefilled only when it could ever pay on this machine
-        self._model_live = self.model is not None and self._model_can_pay(32)
+        self._model_live = self.model is not None and self.model_can_pay(32)
         if self._model_live:
             self.model.begin(prompt, sampler)
 
@@ -77,33 +90,36 @@ class AutoDrafter(Drafter):
     def draft(self, history: list[int], n_max: int) -> list[int]:
         return self.propose(history, n_max).tokens
 
-    def propose(self, history: list[int], n_max: int) -> Proposal:
-        costs = self.costs
-        t0 = time.perf_counter()
-        buckets: list[tuple] = []
-        priors: list[float] = []
-        acc: list[float] = []
+    def ngram_candidates(self, index: SuffixIndex, history: list[int], n_max: int) -> Candidates:
+        """What ``index`` would propose after ``history``, each token with its calibrated acceptance;
+        the walk stops once the whole prefix is too unlikely to be kept to matter."""
+        cand = Candidates("ngram", [], [], [], [])
         run = [1.0]
 
         def keep(share: float, order: int) -> bool:
-            """Walk on while the chance that the whole prefix is kept still matters."""
             b, p = (ORDERS.index(order), confidence_bucket(share)), _ngram_prior(share, order)
             a = self._ngram_cal.estimate(b, p)
             run[0] *= a
             if run[0] < STOP_WALK:
                 return False
-            buckets.append(b)
-            priors.append(p)
-            acc.append(a)
+            cand.buckets.append(b)
+            cand.priors.append(p)
+            cand.accept.append(a)
             return True
 
-        toks, _shares, _orders = self.index.propose(history, n_max, keep)
-        ng = best_length(acc, costs, costs.draft_seconds("ngram"))
+        cand.tokens = index.propose(history, n_max, keep)[0]
+        return cand
+
+    def propose(self, history: list[int], n_max: int) -> Proposal:
+        costs = self.costs
+        t0 = time.perf_counter()
+        ng_cand = self.ngram_candidates(self.index, history, n_max)
+        ng = best_length(ng_cand.accept, costs, costs.draft_seconds("ngram"))
         costs.observe_draft("ngram", max(1, ng.k), time.perf_counter() - t0)
         best_rate = ng.rate
         choice: tuple[str, Proposal, list, list] = ("none", Proposal([]), [], [])
         if ng.k > 0:
-            choice = ("ngram", Proposal(toks[: ng.k]), buckets[: ng.k], priors[: ng.k])
+            choice = ("ngram", Proposal(ng_cand.tokens[: ng.k]), ng_cand.buckets[: ng.k], ng_cand.priors[: ng.k])
         if self._model_live and self._model_expected(n_max) > best_rate:
             choice = self._draft_with_model(history, n_max) or choice
         source, proposal, b, p = choice
@@ -116,13 +132,17 @@ class AutoDrafter(Drafter):
         return self._last_source
 
     def accept(self, n_accepted: int) -> None:
-        source, buckets, priors = self._pending
+        self.learn(*self._pending, n_accepted)
+        self._pending = ("none", [], [])
+
+    def learn(self, source: str, buckets: list, priors: list, n_accepted: int) -> None:
+        """What the target kept of a proposal from ``source``, for the calibration of its signals
+        (shared by every sequence of a run: they are the same workload)."""
         if source == "ngram":
             self._ngram_cal.observe(buckets, priors, n_accepted)
         elif source == self.name:
             self._model_conf.observe(buckets, priors, n_accepted)
             self._model_pos.observe([("pos", i) for i in range(len(buckets))], priors, n_accepted)
-        self._pending = ("none", [], [])
 
     def configure(self, *, n_max: int, p_min: float) -> None:
         if self.model is not None:
@@ -133,20 +153,20 @@ class AutoDrafter(Drafter):
             self.model.set_active(active)
 
     # --- the draft model ---------------------------------------------------------------------
-    def _model_position(self, i: int) -> float:
+    def model_position(self, i: int) -> float:
         return self._model_pos.estimate(("pos", i), MODEL_POSITION_PRIOR)
 
     def _model_expected(self, n_max: int) -> float:
-        acc = [self._model_position(i) for i in range(n_max)]
+        acc = [self.model_position(i) for i in range(n_max)]
         return best_length(acc, self.costs, self.costs.draft_seconds(self.name)).rate
 
-    def _model_can_pay(self, n_max: int) -> bool:
+    def model_can_pay(self, n_max: int) -> bool:
         """Could the model beat plain decoding? A draft model that only costs when asked is
         kept while it could at 99.9% acceptance; one that catches up on every pass (MTP) must
         show it at the acceptance it has been seen to reach, or it would tax every step."""
         d = self.costs.draft_seconds(self.name)
         if self.model.tracks_every_pass:
-            accept = [self._model_position(i) for i in range(n_max)]
+            accept = [self.model_position(i) for i in range(n_max)]
         else:
             accept = [0.999] * n_max
         return best_length(accept, self.costs, d).k > 0

@@ -50,46 +50,73 @@ class _Table:
             self.add(seq, end)
 
 
+class OutputPool:
+    """Outputs of the run's finished generations, by prompt, for every index of the run to draw on
+    (one index per sequence when many are decoded at once). Oldest forgotten first past
+    ``SHARED_LIMIT`` tokens."""
+
+    def __init__(self):
+        self.outputs: dict[tuple, list[int]] = {}  # prompt -> its latest output
+
+    def add(self, prompt_key: tuple, output: list[int]) -> None:
+        if not output:
+            return
+        self.outputs.pop(prompt_key, None)  # re-added last: the newest
+        self.outputs[prompt_key] = output
+        total = sum(len(o) for o in self.outputs.values())
+        while total > SHARED_LIMIT and len(self.outputs) > 1:
+            total -= len(self.outputs.pop(next(iter(self.outputs))))
+
+
 class SuffixIndex:
     """The lookup table of one generation, with earlier outputs of the run as a fallback."""
 
-    def __init__(self):
+    def __init__(self, pool: OutputPool | None = None):
+        """``pool``: the run's earlier outputs, shared with other indices; None keeps one of its own,
+        fed with each generation's output when the next one begins."""
         self._local = _Table()
         self._indexed = 0
         self._shared = _Table()
-        self._outputs: dict[tuple, list[int]] = {}  # prompt -> its latest output, for the batch index
+        self._own_pool = pool is None
+        self.pool = pool if pool is not None else OutputPool()
         self._shared_keys: set[tuple] = set()
         self._prompt_key: tuple | None = None
         self._prompt_len = 0
         self._last: list[int] = []
 
     def begin(self, prompt: list[int]) -> None:
-        self._remember_output()
+        if self._own_pool:
+            self.finish()
         key = tuple(prompt)
         self._prompt_key, self._prompt_len, self._last = key, len(prompt), []
         self._local = _Table()
         self._indexed = 0
         self._rebuild_shared(exclude=key)
 
-    def _remember_output(self) -> None:
+    def finish(self) -> None:
+        """Give this generation's output to the pool (the run's other prompts draft from it)."""
         if self._prompt_key is not None and len(self._last) > self._prompt_len:
-            self._outputs[self._prompt_key] = self._last[self._prompt_len :]
-            total = sum(len(o) for o in self._outputs.values())
-            while total > SHARED_LIMIT and len(self._outputs) > 1:
-                total -= len(self._outputs.pop(next(iter(self._outputs))))
+            self.pool.add(self._prompt_key, self._last[self._prompt_len :])
+        self._prompt_key = None
+
+    def refresh(self) -> None:
+        """Take in outputs other sequences added to the pool since ``begin``."""
+        if self._prompt_key is not None:
+            self._rebuild_shared(exclude=self._prompt_key)
 
     def _rebuild_shared(self, exclude: tuple) -> None:
         """Outputs of *other* prompts only: a repeated prompt (bench) must not find its own answer."""
-        keys = {k for k in self._outputs if k != exclude}
+        outputs = self.pool.outputs
+        keys = {k for k in outputs if k != exclude}
         if keys == self._shared_keys:
             return
         if self._shared_keys <= keys:
             for k in keys - self._shared_keys:
-                self._shared.add_all(self._outputs[k])
+                self._shared.add_all(outputs[k])
         else:
             self._shared = _Table()
             for k in keys:
-                self._shared.add_all(self._outputs[k])
+                self._shared.add_all(outputs[k])
         self._shared_keys = keys
 
     def extend(self, history: list[int]) -> None:

@@ -1,0 +1,114 @@
+"""``specdec run --batch``: many prompts, one JSON line each on stdout, in input order.
+
+The prompts are decoded several at a time where the plan allows it (``engine/scheduler.py``):
+how many at once is ``--parallel``, else what the measured cost curve says pays, within what
+the memory check lets fit and never more than the prompts. A line is written once every
+earlier one is, so stdout is the input's order whatever order the jobs end in; a signal ends
+the run after the finished lines, in order and whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import EXIT_OK
+from ..terminal import console, interrupts
+from ..terminal.prompts import PromptItem
+
+AUTO_PARALLEL_MAX = 16  # the most prompts at once unless --parallel says more (the curve picks below it)
+BATCH_METHODS = (None, "auto", "ngram", "draft")  # what can draft for many sequences in one pass
+
+
+def batch_blocker(plan) -> str | None:
+    """Why this plan runs its prompts one at a time (None: it can run them together), from the
+    GGUFs' metadata, before anything loads."""
+    from ..models.memory_kinds import Rollback
+
+    info = plan.target_info
+    if info is not None and info.rollback is not Rollback.PARTIAL:
+        return f"{plan.target.value.name} keeps a memory ({info.memory}) that is taken back one sequence at a time"
+    method = plan.method.value
+    if method not in BATCH_METHODS:
+        return f"{method} drafting reads the target's hidden states one sequence at a time"
+    if method == "draft" and plan.draft_info is not None and plan.draft_info.rollback is not Rollback.PARTIAL:
+        return f"the draft {plan.draft.value.name} keeps a memory that is taken back one sequence at a time"
+    return None
+
+
+def job_seed(seed: int | None, index: int) -> int | None:
+    """Prompt ``index``'s own seed, from the run's: its draws do not depend on its neighbours."""
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem], list[int]], gen, req,
+              meta: dict, n_seq: int) -> int:
+    """Decode every prompt, write its line in input order, summarise on stderr; the exit code."""
+    from ..engine.policy import choose_parallel
+    from ..engine.scheduler import Job
+    from ..engine.stats import GenerationStats
+
+    jobs = [Job(i, tokens_of(item), job_seed(gen.sampling.seed, i)) for i, item in enumerate(items)]
+    method = engine.method
+    parallel = 1
+    if n_seq > 1 and engine.batch_support(method) is None:
+        parallel = min(req.parallel, n_seq) if req.parallel else choose_parallel(engine.ensure_costs(), n_seq)
+    if not req.quiet and len(jobs) > 1:
+        console.note(f"{parallel} prompt{'s' if parallel > 1 else ''} at once"
+                     + ("" if req.parallel else " (chosen from the measured cost of a pass)"))
+    results = _sequential(engine, jobs, gen) if parallel == 1 else engine.run_many(jobs, gen, n_parallel=parallel)
+    total = GenerationStats()
+    done: dict[int, object] = {}
+    printed: set[int] = set()
+    next_line = [0]
+
+    def write(i: int) -> None:
+        """One whole line; a signal waits until it is written and counted."""
+        with interrupts.native():
+            _write(i, items[i], done[i], meta, parallel)
+            printed.add(i)
+
+    def flush() -> None:
+        """The finished lines up to the first prompt still running, in input order."""
+        while next_line[0] in done:
+            if next_line[0] not in printed:
+                write(next_line[0])
+            next_line[0] += 1
+
+    code = EXIT_OK
+    try:
+        for job, result in results:
+            done[job.index] = result
+            total.merge(result.stats)
+            if not req.quiet:
+                console.note(f"[{len(done)}/{len(jobs)}] #{job.index}: {result.stats.summary()}")
+            flush()
+            if result.interrupted:
+                code = interrupts.exit_code()
+                break
+    except KeyboardInterrupt as exc:
+        code = interrupts.exit_code(exc)
+    if code != EXIT_OK:
+        for i in sorted(set(done) - printed):  # every finished one, in order, whole
+            write(i)
+        console.warn(f"interrupted after {len(done)} of {len(jobs)} prompts")
+    if not req.quiet and len(done) > 1:
+        run = getattr(engine, "last_run", None) if parallel > 1 else None
+        line = run.summary(method) if run is not None else total.summary()
+        console.note(f"{'all ' if len(done) == len(jobs) else ''}{len(done)} prompts: {line}")
+    return code
+
+
+def _write(i: int, item: PromptItem, result, meta: dict, parallel: int) -> None:
+    console.write_json({"index": i, "id": item.id, **result.to_dict(), **meta, "parallel": parallel})
+
+
+def _sequential(engine, jobs, gen) -> Iterator[tuple[object, object]]:
+    """One prompt after another on the one-sequence path, each with its own seed."""
+    for job in jobs:
+        sampling = replace(gen.sampling, seed=job.seed)
+        yield job, engine.generate(job.prompt, replace(gen, sampling=sampling))

@@ -1,0 +1,227 @@
+"""Many prompts at once: the pass-level policy, and the scheduler's outputs against each prompt alone."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from specdec_cli.engine.costmodel import CostModel
+from specdec_cli.engine.policy import best_length, choose_parallel, plan_pass
+from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.scheduler import Job
+from specdec_cli.engine.verify import SamplingParams
+from test_auto import REPEATING, cpu_like, gpu_like
+from test_exact_sampling import EOG, SAMPLING, chi_square
+
+EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
+
+# ragged: long and short prompts, some that repeat (drafts are kept), one that ends at once
+PROMPTS = REPEATING + [
+    "the cat and the dog the cat and the dog the cat and the dog the cat",
+    "is it that for on is it that",
+    "one of the world",
+    "hello world this is the cat and the dog and the world of the one we can see",
+]
+
+
+# --- the policy over a pass ---------------------------------------------------------------------
+def test_one_sequence_plans_as_best_length():
+    costs = cpu_like()
+    for accept in ([0.9] * 8, [0.5, 0.4, 0.3], [0.99] * 20, [0.2]):
+        assert plan_pass([accept], costs).lengths == [best_length(accept, costs).k]
+
+
+def test_flat_costs_draft_long_for_many_sequences():
+    accepts = [[0.8] * 16 for _ in range(8)]
+    plan = plan_pass(accepts, gpu_like())
+    # a pass costs one step up to 33 tokens: the 8 sequences fill it with drafts of 3
+    assert sum(plan.lengths) >= 24 and min(plan.lengths) >= 3, plan.lengths
+    flat = CostModel({1: 1.0, 128: 1.1}, frozen=True)
+    assert min(plan_pass(accepts, flat).lengths) >= 12  # flatter still: longer drafts
+
+
+def test_cpu_costs_draft_short_or_not_at_all():
+    accepts = [[0.8] * 16 for _ in range(8)]
+    plan = plan_pass(accepts, cpu_like())
+    assert max(plan.lengths) <= 2, plan.lengths  # against 3+ on the flat curve, 12+ on a flatter one
+
+
+def test_a_draft_that_does_not_pay_at_this_batch_size_is_not_made():
+    # beside a prefill chunk on a curve where every token costs a step, a 0.6-likely token does
+    # not pay; on a flat curve it does
+    steep = CostModel({1: 1.0, 2: 2.0, 64: 64.0}, frozen=True)
+    assert plan_pass([[0.6]], steep, n_prefill=39).lengths == [0]
+    assert plan_pass([[0.6]], CostModel({1: 1.0, 128: 1.1}, frozen=True), n_prefill=39).lengths == [1]
+
+
+def test_sure_drafts_go_first_across_sequences():
+    plan = plan_pass([[0.99] * 4, [0.3] * 4], cpu_like())
+    assert plan.lengths[0] >= plan.lengths[1]
+
+
+def test_choose_parallel_follows_the_curve():
+    assert choose_parallel(gpu_like(), 16) == 16  # flat: as many as allowed
+    assert choose_parallel(CostModel({1: 1.0, 8: 8.0}, frozen=True), 16) == 1  # linear: batching cannot pay
+    cpu = choose_parallel(cpu_like(), 4)
+    assert cpu == 4  # 4 tokens for 2.9 steps beats 1 for 1 and 2 for 2.1
+    assert choose_parallel(cpu_like(), 3) == 1 or choose_parallel(cpu_like(), 3) == 3
+
+
+# --- lossless against each prompt alone ----------------------------------------------------------
+def _engine(target, draft, n_seq: int, method: str | None, n_ctx: int = 256) -> Engine:
+    return Engine(target, draft, options=EngineOptions(n_ctx=n_ctx, n_seq=n_seq, **EXACT),
+                  draft=DraftOptions(draft_max=8, p_min=0.0), method=method)
+
+
+def _alone(eng: Engine, prompts: list[list[int]], gen: GenOptions) -> list:
+    return [eng.generate(p, gen, use_draft=False) for p in prompts]
+
+
+@pytest.mark.parametrize("n_seq", [2, 3, 8])
+@pytest.mark.parametrize("method", ["auto", "ngram", "draft", None])
+def test_greedy_outputs_equal_each_prompt_alone(tiny_target, tiny_draft, n_seq, method):
+    eng = _engine(tiny_target, tiny_draft, n_seq, method)
+    try:
+        if method == "auto":
+            eng.set_costs(gpu_like(0.02))  # so the draft model and the index both draft
+        prompts = [eng.tokenize_prompt(p) for p in PROMPTS]
+        unit = eng.tokenize_prompt("the cat and the dog " * 8)
+        long = (unit + unit[1:] * 8)[:230]  # its context fills after 26 tokens
+        prompts.insert(2, long)
+        gens = [GenOptions(max_tokens=40), GenOptions(max_tokens=30, stop=["ca ca", " t t", " have"])]
+        for gen in gens:
+            alone = _alone(eng, prompts, gen)
+            got = {}
+            for job, res in eng.run_many([Job(i, p) for i, p in enumerate(prompts)], gen, n_parallel=n_seq):
+                got[job.index] = res
+            assert sorted(got) == list(range(len(prompts)))
+            for i, res in got.items():
+                assert res.tokens == alone[i].tokens, i
+                assert res.text == alone[i].text
+                assert res.stats.stop_reason == alone[i].stats.stop_reason
+                assert res.stats.n_generated == len(res.tokens)
+            reasons = {r.stats.stop_reason for r in got.values()}
+            assert len(reasons) >= 2, reasons  # ragged: not every job ends alike
+            drafters = Counter()
+            for r in got.values():
+                drafters.update(r.stats.steps_by_drafter)
+            if method == "auto":
+                assert drafters["ngram"] and drafters["draft"], drafters
+            elif method is not None:
+                assert drafters[method], drafters
+            assert eng.last_run.mean_sequences > 1.0
+    finally:
+        eng.close()
+
+
+def test_a_full_context_ends_each_sequence_as_alone(tiny_target):
+    eng = _engine(tiny_target, None, 3, "auto", n_ctx=48)
+    try:
+        eng.set_costs(gpu_like())
+        prompts = [eng.tokenize_prompt(p) for p in PROMPTS[:5]]
+        gen = GenOptions(max_tokens=100)
+        alone = _alone(eng, prompts, gen)
+        for job, res in eng.run_many([Job(i, p) for i, p in enumerate(prompts)], gen, n_parallel=3):
+            assert res.tokens == alone[job.index].tokens
+            assert res.stats.stop_reason == alone[job.index].stats.stop_reason == "context"
+    finally:
+        eng.close()
+
+
+def test_a_shared_prefix_is_computed_once(tiny_target):
+    eng = _engine(tiny_target, None, 2, None)
+    try:
+        head = "we can see that one of the world " * 3
+        texts = [head + tail for tail in ("hello", "the cat", "one two three", "a b c")]
+        prompts = [eng.tokenize_prompt(t) for t in texts]
+        gen = GenOptions(max_tokens=16)
+        alone = _alone(eng, prompts, gen)
+        reused = 0
+        for job, res in eng.run_many([Job(i, p) for i, p in enumerate(prompts)], gen, n_parallel=2):
+            assert res.tokens == alone[job.index].tokens
+            reused += res.stats.n_prompt_reused
+        shared = len(eng.tokenize_prompt(head)) - 1  # the head's last space joins the next word
+        assert reused >= shared * 3  # every prompt but the first starts from the first one's cells
+    finally:
+        eng.close()
+
+
+def test_sampled_first_tokens_follow_the_target_in_a_mixed_batch(tiny_target, tmp_path):
+    """Exact verification per sequence, each with its own RNG: the first two tokens of one prompt,
+    decoded beside other prompts with n-gram and sampled draft-model proposals, follow the target."""
+    from test_exact_sampling import target_laws
+    from tiny_models import TARGET_SHAPE, write_llama_gguf
+
+    close = write_llama_gguf(tmp_path / "tiny-close-draft-f32.gguf", **TARGET_SHAPE, seed=1, output_scale=6.0,
+                             name="tiny-close-draft")
+    eng = Engine(tiny_target, close, options=EngineOptions(n_ctx=64, n_seq=4, threads=1, **EXACT),
+                 draft=DraftOptions(draft_max=2, p_min=0.0), method="auto")
+    try:
+        eng.set_costs(gpu_like(0.02))
+        prompt = eng.tokenize_prompt("one two three four five six seven one two three four five six")
+        others = [eng.tokenize_prompt(t) for t in ("hello world this is", "a b c d a b c", "the and of to")]
+        n = 1200
+        _first, pairs = target_laws(eng, prompt, n)
+        seen: Counter = Counter()
+        sources: Counter = Counter()
+        for rnd in range(n // 4):
+            jobs = [Job(k, prompt if k == 0 else others[k - 1], seed=rnd * 7 + k) for k in range(4)]
+            jobs += [Job(4 + k, prompt, seed=100_000 + rnd * 3 + k) for k in range(3)]
+            eng.drafters["auto"].reset()
+            gen = GenOptions(max_tokens=3, sampling=SamplingParams(**SAMPLING, seed=rnd), verify="exact")
+            for job, res in eng.run_many(jobs, gen, n_parallel=4):
+                if job.prompt is not prompt:
+                    continue
+                t = res.tokens
+                two = tuple(t[:2]) if len(t) >= 2 else (EOG,) if not t else (t[0], EOG)
+                seen[two if two[0] != EOG else (EOG,)] += 1
+                sources.update(res.stats.steps_by_drafter)
+        total = sum(seen.values())
+        stat, df, p = chi_square(seen, pairs, total)
+        assert sources["ngram"] and sources["draft"], sources
+        assert p >= 0.001, f"chi2={stat:.1f} df={df} p={p:.3g}"
+    finally:
+        eng.close()
+
+
+# --- the command line ----------------------------------------------------------------------------
+def test_batch_lines_come_in_input_order_and_equal_one_at_a_time(tiny_target, tiny_draft, tmp_path):
+    from test_cli import EXACT as CLI_EXACT
+    from test_cli import specdec
+
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("".join(json.dumps({"id": f"p{i}", "prompt": p}) + "\n" for i, p in enumerate(PROMPTS)))
+    one = specdec("run", "-t", tiny_target, "-d", tiny_draft, *CLI_EXACT, "-n", "24", "--batch", batch,
+                  "--parallel", "1")
+    many = specdec("run", "-t", tiny_target, "-d", tiny_draft, *CLI_EXACT, "-n", "24", "--batch", batch,
+                   "--parallel", "4")
+    assert one.returncode == many.returncode == 0, many.stderr
+    a = [json.loads(line) for line in one.stdout.splitlines()]
+    b = [json.loads(line) for line in many.stdout.splitlines()]
+    assert [x["id"] for x in b] == [f"p{i}" for i in range(len(PROMPTS))]
+    assert [x["tokens"] for x in a] == [x["tokens"] for x in b]
+    assert {x["parallel"] for x in b} == {4} and {x["parallel"] for x in a} == {1}
+    assert "4 prompts at once" in many.stderr and "seq/pass" in many.stderr.splitlines()[-1]
+
+
+def test_parallel_is_never_more_than_the_prompts_and_is_lowered_to_fit(tiny_target, tmp_path, monkeypatch):
+    from specdec_cli.commands import loading
+    from test_cli import EXACT as CLI_EXACT
+    from test_cli import specdec
+
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("hello\nthe cat\n")
+    proc = specdec("run", "-t", tiny_target, *CLI_EXACT, "-n", "4", "--batch", batch, "--parallel", "8")
+    assert proc.returncode == 0, proc.stderr
+    assert {json.loads(x)["parallel"] for x in proc.stdout.splitlines()} == {2}
+
+    # memory for 8 sequences of --ctx each that does not fit: fewer, never an out-of-memory crash
+    from specdec_cli.pairing.plan import ModelChoice, build_plan
+    from specdec_cli.pairing.registry import load_registry
+
+    plan = build_plan(load_registry(None), ModelChoice(target=str(tiny_target)), no_draft=True)
+    fits = {1: True, 2: True, 3: True, 4: False, 6: False, 8: False}
+    monkeypatch.setattr(loading, "_estimate", lambda _p, _d, _l, n=1: type("E", (), {"fits": fits[n]})())
+    assert loading.fit_parallel(plan, loading.LoadOptions(), 4, 8) == 3
