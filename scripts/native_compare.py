@@ -695,12 +695,13 @@ def _replace_after(argv: list[str], flags: tuple[str, ...], value: str) -> bool:
 
 def _batch_seconds(objs: list[dict], stderr: str) -> float | None:
     """specdec's own batch time (model load excluded) when its output carries one: a
-    ``batch_seconds`` field in a stdout JSON line, or in a stderr line (JSON or ``batch_seconds=X``)."""
+    ``batch_seconds`` field in a stdout JSON line, a stderr line (JSON or ``batch_seconds=X``), or
+    the summary ``run --batch`` prints without -q (``N prompts in S s: ...``)."""
     for o in reversed(objs):
         if isinstance(o.get("batch_seconds"), (int, float)):
             return float(o["batch_seconds"])
     for line in reversed(stderr.splitlines()):
-        m = re.search(r"batch_seconds\"?\s*[:=]\s*([\d.]+)", line)
+        m = re.search(r"batch_seconds\"?\s*[:=]\s*([\d.]+)", line) or re.search(r"prompts in ([\d.]+) s: ", line)
         if m:
             return float(m.group(1))
     return None

@@ -9,6 +9,7 @@ the run after the finished lines, in order and whole.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -80,6 +81,7 @@ def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem],
             next_line[0] += 1
 
     code = EXIT_OK
+    t0 = time.perf_counter()
     try:
         for job, result in results:
             done[job.index] = result
@@ -99,7 +101,8 @@ def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem],
     if not req.quiet and len(done) > 1:
         run = getattr(engine, "last_run", None) if parallel > 1 else None
         line = run.summary(method) if run is not None else total.summary()
-        console.note(f"{'all ' if len(done) == len(jobs) else ''}{len(done)} prompts: {line}")
+        seconds = time.perf_counter() - t0  # the batch's processing time, model load excluded
+        console.note(f"{'all ' if len(done) == len(jobs) else ''}{len(done)} prompts in {seconds:.2f} s: {line}")
     return code
 
 

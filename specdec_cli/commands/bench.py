@@ -36,6 +36,7 @@ class BenchRequest:
     temp: float = 0.0
     verify: tuple[str, ...] = ("auto",)  # the rules to compare at temp > 0, e.g. exact and match
     seed: int = 0
+    parallel: str | None = None  # "1,2,4,8": the throughput mode, a scenario's prompts as one batch
 
 
 def parse_grid(text: str, kind, flag: str, lo: float, hi: float, example: str) -> list:
@@ -75,6 +76,8 @@ def run_bench_request(req: BenchRequest) -> int:
     scenarios = load_scenarios(names, req.prompts)
     # bench measures the draft as it is: a stored verdict of an earlier bench does not drop it
     plan = build_plan(load_registry(req.registry), req.models, follow_bench=False, confirm=confirm_downloads(req.yes))
+    if req.parallel:
+        return _throughput(req, plan, scenarios, SamplingParams(temp=req.temp, seed=seed))
     target, draft = plan.target.value, plan.draft.value
     longest = max(*draft_max, AUTO_DRAFT_MAX)
     engine, est = open_engine(plan, req.load, DraftOptions(draft_max=longest, p_min=p_min[0]),
@@ -91,9 +94,7 @@ def run_bench_request(req: BenchRequest) -> int:
     )
 
     def render(item: PromptItem) -> list[int]:
-        if item.messages is not None or req.chat:
-            return engine.tokenize_prompt(engine.render_chat(item.as_messages(None)))
-        return engine.tokenize_prompt(item.text or "")
+        return _tokens(engine, item, req.chat)
 
     interrupted = False
     samples = []
@@ -135,6 +136,57 @@ def run_bench_request(req: BenchRequest) -> int:
     return interrupts.exit_code() if interrupted else EXIT_OK
 
 
+def _throughput(req: BenchRequest, plan, scenarios: dict, sampling) -> int:
+    """``--parallel``: each scenario's prompts as one batch, at each count, with auto and without."""
+    from ..bench.throughput import print_table, run_throughput, summarize
+    from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions, GenOptions
+    from .batch import batch_blocker
+
+    parallels = parse_grid(req.parallel, int, "--parallel", 1, 256, "1,2,4,8")
+    why = batch_blocker(plan) if max(parallels) > 1 else None
+    if why is not None:
+        raise UsageError(f"--parallel measures prompts decoded together, and {why}", hint="drop --parallel")
+    engine, est = open_engine(plan, req.load, DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto",
+                              n_seq=max(parallels))
+    runs = []
+    n_runs = len(scenarios) * req.repeats * len(parallels) * 2
+    console.note(f"bench --parallel: {len(scenarios)} scenario(s) as batches, {', '.join(map(str, parallels))} at once, "
+                 f"with auto and without, {req.repeats} repeat(s): {n_runs} batches")
+    try:
+        prompts = {name: [_tokens(engine, item, req.chat) for item in items] for name, items in scenarios.items()}
+        with console.progress() as bar:
+            task = bar.add_task("measuring", total=n_runs)
+            run_throughput(engine, prompts, parallels, repeats=req.repeats,
+                           gen=GenOptions(max_tokens=req.max_tokens, sampling=sampling),
+                           on_run=lambda r: (runs.append(r), bar.advance(task)))
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+        console.warn(f"interrupted after {len(runs)} of {n_runs} batches; reporting what was measured")
+    finally:
+        costs = engine.costs
+        engine.close()
+    if not runs:
+        return interrupts.exit_code()
+    rows = summarize(runs)
+    results = {"target": str(plan.target.value), "draft": str(plan.draft.value) if plan.draft.value else None,
+               "machine": _machine(), "settings": {"repeats": req.repeats, "max_tokens": req.max_tokens,
+                                                   "ctx": req.load.ctx, "parallel": parallels},
+               "throughput": rows, "memory_estimate": est.to_dict(), "cost_model": costs.to_dict(),
+               "runs": [r.to_dict() for r in runs]}
+    if req.json_out:
+        _write_json(req, results)
+    print_table(rows, _stdout())
+    print_costs(costs, _stdout())
+    return interrupts.exit_code() if interrupted else EXIT_OK
+
+
+def _tokens(engine, item: PromptItem, chat: bool) -> list[int]:
+    if item.messages is not None or chat:
+        return engine.tokenize_prompt(engine.render_chat(item.as_messages(None)))
+    return engine.tokenize_prompt(item.text or "")
+
+
 def check_outputs(req: BenchRequest) -> None:
     """Every file the run will write, checked before the first measurement."""
     from ..pairing.tuned import tuned_path
@@ -154,7 +206,7 @@ def check_outputs(req: BenchRequest) -> None:
         check_writable(path, "--save")
 
 
-CURVE_SIZES = [1, 2, 3, 4, 5, 8, 12, 16, 17, 24, 32, 33]
+CURVE_SIZES = [1, 2, 3, 4, 5, 8, 12, 16, 17, 24, 32, 33, 48, 64]
 
 
 def print_costs(costs, out) -> None:

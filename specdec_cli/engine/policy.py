@@ -95,17 +95,20 @@ def plan_pass(accepts: list[list[float]], costs: CostModel, *, n_prefill: int = 
     return best
 
 
-PARALLEL_TOLERANCE = 0.03  # fewer sequences win when within this share of the best throughput
+PARALLEL_TOLERANCE = 0.03  # rates within this share of the best count as the best (the curve is noisy)
 
 
 def choose_parallel(costs: CostModel, n_max: int) -> int:
-    """How many sequences to decode at once: the fewest whose plain decoding throughput, n tokens
-    per pass of n, is within ``PARALLEL_TOLERANCE`` of the best up to ``n_max``. On a GPU the
-    curve is flat and this is ``n_max``; on a small CPU it is where one more sequence stops
-    raising throughput."""
+    """How many sequences to decode at once: where one more stops raising throughput, read from the
+    measured curve as n tokens per pass of n. Among the counts within ``PARALLEL_TOLERANCE`` of the
+    best rate up to ``n_max``, the most: more sequences at the same rate mean fewer waves of jobs
+    and a shorter tail of lone sequences. On a GPU the curve is flat and this is ``n_max``; where
+    batching does not raise the rate above one sequence's (a pass of n costs n steps) it is 1."""
     rates = {n: n / costs.pass_seconds(n) for n in range(1, max(1, n_max) + 1)}
     best = max(rates.values())
-    return min(n for n, r in rates.items() if r >= best * (1 - PARALLEL_TOLERANCE))
+    if best <= rates[1] * (1 + PARALLEL_TOLERANCE):
+        return 1
+    return max(n for n, r in rates.items() if r >= best * (1 - PARALLEL_TOLERANCE))
 
 
 def extension_pays(accept: list[float], next_a: float, k_max: int, costs: CostModel, draft_cost: float) -> bool:

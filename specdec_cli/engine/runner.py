@@ -373,16 +373,23 @@ class Engine:
             return "the draft model keeps a memory that cannot drop positions"
         return None
 
-    def run_many(self, jobs: list[Job], gen: GenOptions, *, n_parallel: int, use_draft: bool = True,
-                 method: str | None = None):
-        """Decode ``jobs`` ``n_parallel`` at a time (continuous batching, ``scheduler.py``); yields
-        (job, Result) as each ends. ``method`` overrides the engine's (``use_draft`` False: none);
-        ``batch_support`` must have said yes to it. The run's figures are in ``self.last_run``."""
+    def scheduler(self, gen: GenOptions, *, n_parallel: int, method: str | None = None,
+                  use_draft: bool = True) -> Scheduler:
+        """A scheduler for jobs that arrive over time (the server): ``start`` it, ``submit`` jobs,
+        ``step`` while it is ``busy``. ``method`` overrides the engine's (``use_draft`` False:
+        none); ``batch_support`` must have said yes to it."""
         method = (method or self.method) if use_draft else None
         why = self.batch_support(method)
         if why is not None:
             raise ValueError(f"cannot decode many sequences at once: {why}")
-        sched = Scheduler(self, gen, n_parallel=n_parallel, method=method)
+        return Scheduler(self, gen, n_parallel=n_parallel, method=method)
+
+    def run_many(self, jobs: list[Job], gen: GenOptions, *, n_parallel: int, use_draft: bool = True,
+                 method: str | None = None):
+        """Decode ``jobs`` ``n_parallel`` at a time (continuous batching, ``scheduler.py``); yields
+        (job, Result) as each ends, as ``scheduler`` sets it up. The run's figures are in
+        ``self.last_run``."""
+        sched = self.scheduler(gen, n_parallel=n_parallel, method=method, use_draft=use_draft)
         self.last_run = sched.stats
         yield from sched.run(jobs)
 

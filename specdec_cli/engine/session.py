@@ -154,6 +154,7 @@ class Session:
                 st.record_step(drafter.last_source if draft else "none", len(draft))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
+                    st.n_substituted += proposal.substituted(n_kept)
                 replay = []
                 if n_kept < len(draft):
                     want = len(history) + n_kept  # the last token and the kept drafts stay

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the fields merge adds up as numbers
-_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_target_passes", "n_eog", "prompt_seconds",
+_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_target_passes", "n_eog", "prompt_seconds",
            "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
            "rollback_seconds")
 
@@ -17,6 +17,7 @@ class GenerationStats:
     n_generated: int = 0
     n_drafted: int = 0  # draft tokens sent to the target for checking
     n_accepted: int = 0  # of those, kept
+    n_substituted: int = 0  # of those, written by an edit learned from the output (auto's edit tracker)
     n_target_passes: int = 0  # target forward passes after the prompt (one per step)
     n_eog: int = 0  # end-of-generation tokens the target chose: decided by a pass, never emitted
     prompt_seconds: float = 0.0  # prefill of target (and draft), up to the first decode step
@@ -124,6 +125,7 @@ class GenerationStats:
             "tokens_per_second": self.tokens_per_second,
             "n_drafted": self.n_drafted,
             "n_accepted": self.n_accepted,
+            "n_substituted": self.n_substituted,
             "acceptance_rate": self.acceptance_rate,
             "tokens_per_pass": self.tokens_per_pass,
             "n_target_passes": self.n_target_passes,

@@ -69,6 +69,7 @@ class Proposal:
 
     tokens: list[int]
     q: list[Dist] | None = None
+    subst: list[bool] | None = None  # which tokens a learned edit wrote (for the stats; verify ignores it)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -77,7 +78,12 @@ class Proposal:
         """The first ``n`` positions (a prefix of a sampled proposal is still a valid proposal)."""
         if len(self.tokens) <= n:
             return self
-        return Proposal(self.tokens[:n], None if self.q is None else self.q[:n])
+        return Proposal(self.tokens[:n], None if self.q is None else self.q[:n],
+                        None if self.subst is None else self.subst[:n])
+
+    def substituted(self, n_kept: int) -> int:
+        """How many of the first ``n_kept`` tokens a learned edit wrote."""
+        return sum(self.subst[:n_kept]) if self.subst else 0
 
 
 class Verifier(ABC):

@@ -303,6 +303,15 @@ def _messages(msgs) -> list[dict]:
     return out
 
 
+def parse_messages(msgs) -> list[dict]:
+    """A ``messages`` list as ``--batch`` reads it (roles, text parts joined); a one-line
+    ``UsageError`` says what is wrong with it (the server answers it with a 400)."""
+    try:
+        return _messages(msgs)
+    except _Bad as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _content(content, at: str) -> str:
     """A message's content as text: a string, or OpenAI-style text parts joined by newlines."""
     if isinstance(content, str):

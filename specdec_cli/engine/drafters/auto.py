@@ -29,6 +29,7 @@ from ..costmodel import CostModel
 from ..policy import Calibrator, best_length, confidence_bucket, extension_pays
 from ..verify import Proposal
 from .base import Drafter
+from .edits import SUBSTITUTED, Drafted, EditTracker
 from .suffix import ORDERS, SuffixIndex
 
 STOP_WALK = 0.02  # the index stops proposing once the whole prefix is this unlikely to be kept
@@ -40,11 +41,28 @@ class Candidates:
     """A proposer's tokens for one sequence, each with its calibrated acceptance (conditional on
     the ones before it being kept) and the signal it was calibrated from."""
 
-    source: str  # "ngram" or the step-wise drafter's name
+    source: str  # "ngram", "edit" or the step-wise drafter's name
     tokens: list[int]
     accept: list[float]
     buckets: list[tuple]
     priors: list[float]
+    subst: list[bool] | None = None  # tokens a learned edit wrote (the edit tracker's)
+
+    def proposal(self, k: int) -> Proposal:
+        return Proposal(self.tokens[:k], subst=self.subst[:k] if self.subst else None)
+
+
+def _edit_signal(d: Drafted) -> tuple[tuple, float]:
+    """Bucket and face value of a token the edit tracker proposed: a copy is as likely as the
+    stretch the output has followed the source is long; a substitution as its rule's record
+    (confirmed against refused) says, and a copy over a place where a rule was refused more
+    often than it was kept is a copy with a doubt."""
+    run = min(d.run, 16).bit_length()  # 0, 1, 2-3, 4-7, 8-15, 16+
+    if d.kind == SUBSTITUTED:
+        record = min(d.seen - d.refused, 4)
+        return ("subst", run, record), d.seen / (d.seen + d.refused + 1.0)
+    doubt = d.seen > 0
+    return ("copy", run, doubt), min(0.95, 0.5 + 0.08 * run) * (0.5 if doubt else 1.0)
 
 
 def _ngram_prior(share: float, order: int) -> float:
@@ -60,6 +78,7 @@ class AutoDrafter(Drafter):
         (``ModelDrafter``, ``MtpDrafter``), or None."""
         self.costs = costs
         self.index = SuffixIndex()
+        self.edits = EditTracker()  # the copy with the edits learned so far (``edits.py``)
         self.model = model
         self.name = model.method if model is not None else "draft"  # its cost and source name
         # mixed when the model samples: greedy n-gram point masses beside sampled drafts
@@ -72,12 +91,14 @@ class AutoDrafter(Drafter):
     def reset(self) -> None:
         """Forget the acceptance learned so far (it is otherwise kept across generations)."""
         self._ngram_cal = Calibrator()
+        self._edit_cal = Calibrator()
         self._model_conf = Calibrator()
         self._model_pos = Calibrator()
 
     # --- the Drafter interface ---------------------------------------------------------------
     def begin(self, prompt: list[int], sampler=None) -> None:
         self.index.begin(prompt)
+        self.edits.begin(prompt)
         # the model is prefilled only when it could ever pay on this machine
         self._model_live = self.model is not None and self.model_can_pay(32)
         if self._model_live:
@@ -110,16 +131,44 @@ class AutoDrafter(Drafter):
         cand.tokens = index.propose(history, n_max, keep)[0]
         return cand
 
-    def propose(self, history: list[int], n_max: int) -> Proposal:
+    def edit_candidates(self, tracker: EditTracker, history: list[int], n_max: int) -> Candidates:
+        """What the edit tracker would propose after ``history``: the source from where the output
+        follows it, with the edits learned so far written in; calibrated like the index's."""
+        tracker.update(history)
+        cand = Candidates("edit", [], [], [], [], [])
+        run = 1.0
+        for d in tracker.propose(n_max):
+            b, p = _edit_signal(d)
+            a = self._edit_cal.estimate(b, p)
+            run *= a
+            if run < STOP_WALK:
+                break
+            cand.tokens.append(d.token)
+            cand.buckets.append(b)
+            cand.priors.append(p)
+            cand.accept.append(a)
+            cand.subst.append(d.kind == SUBSTITUTED)
+        return cand
+
+    def copy_candidates(self, index: SuffixIndex, tracker: EditTracker, history: list[int], n_max: int) -> Candidates:
+        """The better of the suffix index's and the edit tracker's candidates, by expected rate."""
         costs = self.costs
         t0 = time.perf_counter()
-        ng_cand = self.ngram_candidates(self.index, history, n_max)
-        ng = best_length(ng_cand.accept, costs, costs.draft_seconds("ngram"))
-        costs.observe_draft("ngram", max(1, ng.k), time.perf_counter() - t0)
+        ng = self.ngram_candidates(index, history, n_max)
+        ed = self.edit_candidates(tracker, history, n_max)
+        cost = costs.draft_seconds("ngram")
+        best = ed if best_length(ed.accept, costs, cost).rate > best_length(ng.accept, costs, cost).rate else ng
+        costs.observe_draft("ngram", max(1, len(best.tokens)), time.perf_counter() - t0)
+        return best
+
+    def propose(self, history: list[int], n_max: int) -> Proposal:
+        costs = self.costs
+        cand = self.copy_candidates(self.index, self.edits, history, n_max)
+        ng = best_length(cand.accept, costs, costs.draft_seconds("ngram"))
         best_rate = ng.rate
         choice: tuple[str, Proposal, list, list] = ("none", Proposal([]), [], [])
         if ng.k > 0:
-            choice = ("ngram", Proposal(ng_cand.tokens[: ng.k]), ng_cand.buckets[: ng.k], ng_cand.priors[: ng.k])
+            choice = (cand.source, cand.proposal(ng.k), cand.buckets[: ng.k], cand.priors[: ng.k])
         if self._model_live and self._model_expected(n_max) > best_rate:
             choice = self._draft_with_model(history, n_max) or choice
         source, proposal, b, p = choice
@@ -140,6 +189,8 @@ class AutoDrafter(Drafter):
         (shared by every sequence of a run: they are the same workload)."""
         if source == "ngram":
             self._ngram_cal.observe(buckets, priors, n_accepted)
+        elif source == "edit":
+            self._edit_cal.observe(buckets, priors, n_accepted)
         elif source == self.name:
             self._model_conf.observe(buckets, priors, n_accepted)
             self._model_pos.observe([("pos", i) for i in range(len(buckets))], priors, n_accepted)

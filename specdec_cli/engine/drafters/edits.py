@@ -119,9 +119,11 @@ def _index(src: list[int], gap: int) -> dict[tuple[int, int], list[int]]:
 class EditTracker:
     """Follows the output's copy of one prompt at a time, learning its edits across prompts."""
 
-    def __init__(self):
-        self.rules: dict[int, list[Rule]] = {}  # first pattern token -> rules
-        self.inserts: dict[int, list[Rule]] = {}  # token before -> insertions after it
+    def __init__(self, shared: EditTracker | None = None):
+        """``shared``: a tracker whose rules this one learns into and applies (the sequences of one
+        run: a rename made in one file is made in the next)."""
+        self.rules: dict[int, list[Rule]] = shared.rules if shared else {}  # first pattern token -> rules
+        self.inserts: dict[int, list[Rule]] = shared.inserts if shared else {}  # token before -> insertions
         self.stats = dict(proposed=0, substituted=0, rules=0, confirmed=0, refused=0, rejoined=0, lost=0)
         self.begin([])
 

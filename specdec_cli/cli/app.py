@@ -1,22 +1,18 @@
-"""The ``specdec`` command line: one thin function per command over the library.
+"""The ``specdec`` commands: one thin function per command over the library.
 
-Conventions every command follows: stdout carries only the generated text (or JSON with
-``--json``); notes, warnings and the summary go to stderr; foreseen failures print one
-``error:`` line and exit non-zero (2 for bad input, 1 for a request that cannot be done,
-130 for Ctrl-C). Each command builds its request explicitly from its options (shared ones
-are declared once in ``commands/options.py``) and hands it to a function in ``commands/``.
+Each command builds its request explicitly from its options (shared ones are declared once in
+``commands/options.py``) and hands it to a function in ``commands/``.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from .commands.options import (
+from ..commands.options import (
     CacheType,
     CacheTypeKOpt,
     CacheTypeVOpt,
@@ -44,9 +40,8 @@ from .commands.options import (
     plain,
     verify_list,
 )
-from .errors import EXIT_USAGE, SpecdecError
-from .models.methods import VerifyMode
-from .terminal import console, interrupts
+from ..models.methods import VerifyMode
+from ..terminal import console
 
 app = typer.Typer(
     name="specdec",
@@ -83,7 +78,7 @@ def command(*args, **kwargs):
 
 
 def _load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose):
-    from .commands.loading import LoadOptions
+    from ..commands.loading import LoadOptions
 
     return LoadOptions(ctx=ctx, threads=threads, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft,
                        margin=margin, flash_attn=plain(flash_attn), cache_type_k=plain(cache_type_k),
@@ -101,8 +96,8 @@ def pairs(
     registry: RegistryOpt = None,
 ) -> None:
     """List the registry of target/draft pairs."""
-    from .commands.views import pairs_table
-    from .pairing.registry import load_registry
+    from ..commands.views import pairs_table
+    from ..pairing.registry import load_registry
 
     entries = load_registry(registry).filter(method=plain(method), target=target)
     if as_json:
@@ -117,8 +112,8 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a GGUF's metadata (architecture, sizes, vocabulary, chat template, draft method) without loading weights."""
-    from .commands.views import info_table
-    from .models.meta import read_gguf
+    from ..commands.views import info_table
+    from ..models.meta import read_gguf
 
     info = read_gguf(file)
     if as_json:
@@ -137,9 +132,9 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a draft can serve a target, before loading any weights. Exit 0 compatible, 1 not, 2 usage error."""
-    from .commands.views import verdict_table
-    from .models.meta import read_gguf
-    from .pairing.compat import check_pair, check_self
+    from ..commands.views import verdict_table
+    from ..models.meta import read_gguf
+    from ..pairing.compat import check_pair, check_self
 
     tinfo = read_gguf(target)
     dinfo = read_gguf(draft) if draft is not None else None
@@ -163,9 +158,9 @@ def pull(
     """Download a pair's target and draft GGUFs (or one model) into the Hugging Face cache; print their paths."""
     from dataclasses import replace
 
-    from . import hub
-    from .pairing.pulls import pull as pull_pair
-    from .pairing.registry import load_registry
+    from .. import hub
+    from ..pairing.pulls import pull as pull_pair
+    from ..pairing.registry import load_registry
 
     ref = hub.parse_ref(what)
     if ref is not None and "/" in what:
@@ -187,9 +182,9 @@ def models(
     registry: RegistryOpt = None,
 ) -> None:
     """List the GGUFs on this machine (Hugging Face cache and folders) and the registry pairs they complete."""
-    from .commands.views import models_table
-    from .pairing.models_list import list_local_models
-    from .pairing.registry import load_registry
+    from ..commands.views import models_table
+    from ..pairing.models_list import list_local_models
+    from ..pairing.registry import load_registry
 
     found = list_local_models(dirs, load_registry(registry))
     if as_json:
@@ -243,8 +238,8 @@ def run(
     verify: VerifyOpt = VerifyMode.AUTO,
 ) -> None:
     """Generate with speculative decoding (or the target alone with --no-draft)."""
-    from .commands.run import RunRequest, run_request
-    from .pairing.plan import DraftFlags, ModelChoice
+    from ..commands.run import RunRequest, run_request
+    from ..pairing.plan import DraftFlags, ModelChoice
 
     req = RunRequest(
         prompt=prompt, file=file,
@@ -257,6 +252,47 @@ def run(
         explain_divergence=explain_divergence,
     )
     raise typer.Exit(run_request(req))
+
+
+@command()
+def serve(
+    pair: PairOpt = None,
+    target: TargetOpt = None,
+    draft: DraftOpt = None,
+    no_draft: Annotated[bool, typer.Option("--no-draft", help="Serve the target alone.")] = False,
+    method: RunMethodOpt = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
+    parallel: ParallelOpt = None,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require this bearer token (or set SPECDEC_API_KEY).")] = None,
+    model_alias: Annotated[Optional[str], typer.Option("--model-alias", help="The model name /v1/models reports (default: the target's file name).")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("-n", "--max-tokens", min=1, help="A request's default token budget (default: until its context is full).")] = None,
+    ctx: CtxOpt = 4096,
+    threads: ThreadsOpt = None,
+    gpu_layers: NglOpt = "auto",
+    gpu_layers_draft: NgldOpt = "auto",
+    margin: MarginOpt = 1.0,
+    draft_max: Annotated[Optional[int], typer.Option("--draft-max", min=1, max=64, help="Most tokens drafted per step.")] = None,
+    flash_attn: FlashAttnOpt = FlashAttn.AUTO,
+    cache_type_k: CacheTypeKOpt = CacheType.F16,
+    cache_type_v: CacheTypeVOpt = CacheType.F16,
+    verbose: VerboseOpt = False,
+    registry: RegistryOpt = None,
+    quant: QuantOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """Serve the pair over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, ...)."""
+    from ..commands.serve import ServeRequest
+    from ..commands.serve import serve as serve_pair
+    from ..pairing.plan import DraftFlags, ModelChoice
+
+    req = ServeRequest(
+        models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
+        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
+        draft=DraftFlags(draft_max=draft_max), registry=registry, yes=yes, no_draft=no_draft, method=plain(method),
+        host=host, port=port, parallel=parallel, api_key=api_key, model_alias=model_alias, max_tokens=max_tokens,
+    )
+    raise typer.Exit(serve_pair(req))
 
 
 @command()
@@ -275,7 +311,7 @@ def budget(
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether a target (+ draft) fits in memory, per device, before loading anything. Exit 0 fits, 1 not."""
-    from .commands.budget import BudgetRequest, run_budget
+    from ..commands.budget import BudgetRequest, run_budget
 
     req = BudgetRequest(
         target=target, draft=draft, ctx=ctx, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft, margin=margin,
@@ -315,17 +351,18 @@ def bench(
     temp: Annotated[float, typer.Option("--temp", min=0.0, help="Temperature (0 = greedy, where outputs are compared).")] = 0.0,
     verify: Annotated[str, typer.Option("--verify", callback=verify_list, help=f"At --temp > 0, rules to compare, e.g. exact,match (of {', '.join(VerifyMode.values())}).")] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed at --temp > 0.")] = 0,
+    parallel: Annotated[Optional[str], typer.Option("--parallel", help="Throughput mode: each scenario's prompts as one batch, this many at once, e.g. 1,2,4,8.")] = None,
 ) -> None:
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
-    from .commands.bench import BenchRequest, run_bench_request
-    from .pairing.plan import ModelChoice
+    from ..commands.bench import BenchRequest, run_bench_request
+    from ..pairing.plan import ModelChoice
 
     req = BenchRequest(
         models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
         load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
         registry=registry, yes=yes, scenarios=scenarios, prompts=prompts, chat=chat, repeats=repeats,
         max_tokens=max_tokens, draft_max=draft_max, p_min=p_min, json_out=json_out, plot=plot, save=save,
-        temp=temp, verify=tuple(plain(v) for v in verify), seed=seed,
+        temp=temp, verify=tuple(plain(v) for v in verify), seed=seed, parallel=parallel,
     )
     raise typer.Exit(run_bench_request(req))
 
@@ -349,8 +386,8 @@ def export_cmd(
     registry: RegistryOpt = None,
 ) -> None:
     """Print a ready-to-run llama-server, vLLM or SGLang command for the same pair and settings."""
-    from .commands.export import ServerOptions, export_pair
-    from .pairing.plan import DraftFlags, ModelChoice
+    from ..commands.export import ServerOptions, export_pair
+    from ..pairing.plan import DraftFlags, ModelChoice
 
     out = export_pair(
         to, ModelChoice(pair=pair, target=target, draft=draft), registry=registry,
@@ -371,74 +408,6 @@ def demo(
     max_tokens: Annotated[int, typer.Option("-n", "--max-tokens", min=1, help="Tokens to generate in each run.")] = 128,
 ) -> None:
     """Fetch a small real pair (once) and measure the target alone, the draft model and auto, on new code and on an edit."""
-    from .commands.demo import run_demo
+    from ..commands.demo import run_demo
 
     raise typer.Exit(run_demo(max_tokens=max_tokens))
-
-
-# --- entry point ----------------------------------------------------------------------------
-
-
-def _click_class(name: str) -> type:
-    """Click's exception classes, whether typer vendors click (0.2x) or depends on it."""
-    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
-
-
-_ClickUsageError = _click_class("UsageError")
-_ClickException = _click_class("ClickException")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the app, turning every foreseen failure into one line on stderr and an exit code."""
-    args = sys.argv[1:] if argv is None else argv
-    with interrupts.handled(), console.guarded_stdout():
-        try:
-            return _run_app(args)
-        except BrokenPipeError:
-            # the reader went away (`specdec run ... | head`): not an error worth a traceback
-            console.silence_stdout()
-            return 0
-
-
-def _run_app(args: list[str]) -> int:
-    try:
-        code = app(args=args, prog_name="specdec", standalone_mode=False)
-        return code if isinstance(code, int) else 0  # typer.Exit(n) comes back as n here
-    except typer.Exit as exc:
-        return exc.exit_code
-    except _Escaped as exc:
-        console.error_line("interrupted")
-        return interrupts.exit_code(exc.interrupt)
-    except typer.Abort:  # click's form of an end of input or a signal while it parsed
-        console.error_line("interrupted")
-        return interrupts.exit_code()
-    except _ClickUsageError as exc:
-        cmd = exc.ctx.command_path if exc.ctx else "specdec"
-        message = exc.format_message().replace(": Value error, ", ": ")  # typer 0.2x's wording for a bad choice
-        console.error_line(f"{message.rstrip('.')} (see `{cmd} --help`)")
-        return EXIT_USAGE
-    except _ClickException as exc:
-        console.error_line(exc.format_message())
-        return exc.exit_code
-    except SpecdecError as exc:
-        console.error_line(_with_flag_hint(exc).one_line())
-        return exc.exit_code
-    except KeyboardInterrupt as exc:
-        console.error_line("interrupted")
-        return interrupts.exit_code(exc)
-
-
-# The library's hints say in words what would help; these name the flags that do it.
-_FLAG_HINTS = {
-    "PromptTooLong": "raise --ctx or shorten the prompt",
-    "ContextNotCreated": "try a smaller --ctx or a quantized KV cache (--cache-type-k q8_0)",
-    "ContextFull": "raise --ctx or lower --max-tokens",
-}
-
-
-def _with_flag_hint(exc: SpecdecError) -> SpecdecError:
-    """``exc`` with its hint phrased in this CLI's flags, where the library left it in words."""
-    hint = _FLAG_HINTS.get(type(exc).__name__)
-    if hint is not None:
-        exc.hint = hint
-    return exc

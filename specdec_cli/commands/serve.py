@@ -1,0 +1,135 @@
+"""``specdec serve`` as a library call: plan and load as ``run`` does, then serve until a signal.
+
+The pair is chosen, budgeted and loaded once, with room for ``--parallel`` requests decoding
+at once plus as many finished conversations kept in the cache (their cells are the prefix of
+the next turn). uvicorn serves the app of ``serve/app.py`` on the main thread; the engine runs
+on its own thread (``serve/worker.py``). Ctrl-C or SIGTERM ends every request still running,
+each with its finish reason sent, then the server; the exit code is 128 + the signal.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import EXIT_OK, UsageError
+from ..pairing.plan import DraftFlags, ModelChoice
+from ..terminal import console
+from .loading import LoadOptions, open_engine
+
+SERVE_PARALLEL_MAX = 8  # requests decoding at once unless --parallel says more (the curve picks below it)
+QUEUE_PER_SLOT = 16  # requests that may wait per decoding sequence before the server answers 503
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """Every option of ``specdec serve``, as data."""
+
+    models: ModelChoice = ModelChoice()
+    load: LoadOptions = LoadOptions()
+    draft: DraftFlags = DraftFlags()
+    registry: Path | None = None
+    yes: bool = False
+    no_draft: bool = False
+    method: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    parallel: int | None = None
+    api_key: str | None = None  # None: $SPECDEC_API_KEY, else no key
+    model_alias: str | None = None
+    max_tokens: int | None = None  # a request's default budget (None: until the context is full)
+    quiet: bool = False
+
+
+def serve(req: ServeRequest) -> int:
+    from ..engine.policy import choose_parallel
+    from ..engine.runner import DraftOptions, GenOptions
+    from ..engine.verify import SamplingParams
+    from ..pairing.plan import build_plan
+    from ..pairing.registry import load_registry
+    from ..serve.app import create_app
+    from ..serve.metrics import Metrics
+    from ..serve.worker import Worker
+    from .batch import batch_blocker
+    from .consent import confirm_downloads
+    from .loading import fit_parallel
+
+    api_key = req.api_key or os.environ.get("SPECDEC_API_KEY") or None
+    _check_host(req.host, api_key)
+    if not 0 < req.port < 65536:
+        raise UsageError(f"--port {req.port} is not a port number", hint="use 1-65535, e.g. --port 8080")
+    plan = build_plan(load_registry(req.registry), req.models, flags=req.draft, method=req.method,
+                      no_draft=req.no_draft, confirm=confirm_downloads(req.yes))
+    why = batch_blocker(plan)
+    if why is not None:
+        raise UsageError(f"specdec serve decodes requests together, and {why}",
+                         hint="serve an attention model (most GGUFs), or use `specdec export --to llama-server`")
+    want = req.parallel or SERVE_PARALLEL_MAX
+    n_seq = fit_parallel(plan, req.load, plan.draft_max.value, 2 * want)  # half of them keep idle conversations
+    if n_seq < 2 * want:
+        console.note(f"memory for {2 * want} sequences of --ctx {req.load.ctx} does not fit; {n_seq} it is")
+    engine, _ = open_engine(plan, req.load, DraftOptions(draft_max=plan.draft_max.value, draft_min=plan.draft_min.value,
+                                                        p_min=plan.p_min.value),
+                            method=plan.method.value, quiet=req.quiet, n_seq=max(1, n_seq))
+    worker = None
+    try:
+        limit = max(1, min(want, n_seq))
+        parallel = min(req.parallel, limit) if req.parallel else choose_parallel(engine.ensure_costs(), limit)
+        default = GenOptions(max_tokens=req.max_tokens or engine.n_ctx_seq)
+        scheduler = engine.scheduler(default, n_parallel=parallel)
+        worker = Worker(engine, scheduler, queue_max=QUEUE_PER_SLOT * parallel)
+        alias = req.model_alias or plan.target.value.name
+
+        def make_gen(body) -> GenOptions:
+            return replace(default, max_tokens=body.token_budget(default.max_tokens), stop=body.stops(),
+                           sampling=SamplingParams(temp=body.temperature, top_k=body.top_k, top_p=body.top_p,
+                                                   seed=body.seed))
+
+        app = create_app(worker, model=alias, api_key=api_key, make_gen=make_gen, metrics=Metrics())
+        worker.start()
+        console.note(f"serving {alias} at http://{_url_host(req.host)}:{req.port}/v1 "
+                     f"({parallel} requests at once; Ctrl-C stops)")
+        signal = _run_server(app, req.host, req.port, worker)
+    finally:
+        if worker is not None:
+            worker.stop()
+            worker.join(timeout=60)
+        engine.close()
+    return 128 + signal if signal else EXIT_OK
+
+
+def _run_server(app, host: str, port: int, worker) -> int | None:
+    """uvicorn until a signal; the signal first ends every request (the worker cancels them, each
+    response is still sent), then the server. Returns the signal's number."""
+    import uvicorn
+
+    got: list[int] = []
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            got.append(int(sig))
+            worker.stop()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=30)
+    server = Server(config)
+    server.run()
+    if not server.started and not got:
+        raise UsageError(f"cannot listen on {host}:{port}", hint="is another server on that port? pick --port")
+    return got[0] if got else None
+
+
+def _check_host(host: str, api_key: str | None) -> None:
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not api_key:
+        console.warn(f"serving on {host} without --api-key: anyone who can reach this port can use the model")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,268 @@
+"""``specdec serve`` driven by the official ``openai`` client, on the tiny f32 fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+openai = pytest.importorskip("openai")
+
+EXACT = ["--flash-attn", "off", "--cache-type-k", "f32", "--cache-type-v", "f32"]
+PROMPTS = [
+    "hello world this is the cat and the dog hello world this is the cat and",
+    "one two three four five six one two three four five six one two three",
+    "the and of to in is it that for on the and of to in is it that for",
+    "a b c d e f g h a b c d e f g h a b c d",
+    "we can see that one of the world we can see that one of the",
+    "is it that for on is it that",
+    "one of the world",
+    "the cat and the dog the cat and the dog the cat",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *args, env=None):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "specdec_cli", "serve", "--port", str(self.port), *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        )
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError("server did not start")
+
+    def client(self, key: str = "anything"):
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=120)
+
+    def stop(self, sig=None) -> tuple[int, str]:
+        import signal
+
+        self.proc.send_signal(sig or signal.SIGINT)
+        try:
+            _out, err = self.proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        return self.proc.returncode, err
+
+
+@pytest.fixture(scope="module")
+def server(tiny_target, tiny_draft):
+    srv = Server("-t", tiny_target, "-d", tiny_draft, *EXACT, "--ctx", "256", "--parallel", "4", "-n", "24")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def alone(tiny_target):
+    """Each prompt's text from the target alone, as `specdec run` gives it."""
+    from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions
+
+    eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=256, flash_attn="off", cache_type_k="f32",
+                                                          cache_type_v="f32"))
+    try:
+        return {p: eng.generate(eng.tokenize_prompt(p), GenOptions(max_tokens=24), use_draft=False).text
+                for p in PROMPTS}
+    finally:
+        eng.close()
+
+
+def test_models_and_health(server):
+    models = server.client().models.list()
+    assert [m.id for m in models.data] == ["tiny-target-f32.gguf"]
+    assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
+
+
+def test_completion_equals_the_target_alone(server, alone):
+    out = server.client().completions.create(model="x", prompt=PROMPTS[0], temperature=0, max_tokens=24)
+    assert out.choices[0].text == alone[PROMPTS[0]]
+    assert out.choices[0].finish_reason == "length"
+    assert out.usage.completion_tokens == 24 and out.usage.prompt_tokens > 0
+    details = out.usage.completion_tokens_details
+    assert details.accepted_prediction_tokens + details.rejected_prediction_tokens >= 0
+    assert "steps_by_drafter" in out.model_extra["specdec"]
+
+
+def test_chat_and_stop_strings(server):
+    client = server.client()
+    res = client.chat.completions.create(model="x", temperature=0, max_completion_tokens=16,
+                                         messages=[{"role": "system", "content": "be brief"},
+                                                   {"role": "user", "content": [{"type": "text", "text": "hello"}]}])
+    msg = res.choices[0].message
+    assert msg.role == "assistant" and res.usage.completion_tokens <= 16
+    full = client.completions.create(model="x", prompt=PROMPTS[1], temperature=0, max_tokens=24).choices[0].text
+    stop = full[4:8]
+    cut = client.completions.create(model="x", prompt=PROMPTS[1], temperature=0, max_tokens=24, stop=[stop])
+    assert cut.choices[0].text == full[: full.find(stop)] and cut.choices[0].finish_reason == "stop"
+
+
+def test_streaming_with_usage(server, alone):
+    stream = server.client().chat.completions.create(
+        model="x", temperature=0, max_tokens=24, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": PROMPTS[2]}])
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens == 24
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+    assert text
+
+
+def test_eight_concurrent_streaming_clients_get_their_own_outputs(server, alone):
+    results: dict[str, str] = {}
+
+    def one(prompt: str) -> None:
+        stream = server.client().completions.create(model="x", prompt=prompt, temperature=0, max_tokens=24,
+                                                    stream=True)
+        results[prompt] = "".join(c.choices[0].text for c in stream if c.choices)
+
+    threads = [threading.Thread(target=one, args=(p,)) for p in PROMPTS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert results == alone
+
+
+def test_bad_requests_get_4xx_and_the_server_keeps_serving(server):
+    url = f"{server.url}/v1"
+    post = lambda path, **kw: httpx.post(f"{url}{path}", timeout=30, **kw)  # noqa: E731
+    cases = [
+        (post("/completions", content=b"{not json", headers={"content-type": "application/json"}), 400, None),
+        (post("/completions", json={"prompt": 5}), 400, "prompt"),
+        (post("/completions", json={"prompt": "hi", "max_tokens": "many"}), 400, "max_tokens"),
+        (post("/completions", json={"prompt": "   "}), 400, "prompt"),
+        (post("/completions", json={"prompt": "hi", "n": 2}), 400, "n"),
+        (post("/chat/completions", json={"messages": [{"role": "wizard", "content": "hi"}]}), 400, "messages"),
+        (post("/chat/completions", json={"messages": []}), 400, "messages"),
+        (post("/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
+                                         "response_format": {"type": "json_object"}}), 400, "response_format"),
+        (post("/completions", content=b"{" + b" " * (9 * 1024 * 1024) + b"}",
+              headers={"content-type": "application/json"}), 413, None),
+    ]
+    for resp, status, param in cases:
+        assert resp.status_code == status, resp.text
+        err = resp.json()["error"]
+        assert err["message"] and err["type"] and err["param"] == param
+    long = post("/completions", json={"prompt": "hello " * 400, "max_tokens": 4})
+    assert long.status_code == 400 and "256" in long.json()["error"]["message"]
+    ok = post("/completions", json={"prompt": "hello", "max_tokens": 2, "unknown_field": {"a": 1}})
+    assert ok.status_code == 200, ok.text
+
+
+def test_a_client_that_goes_away_mid_stream_frees_its_sequence(server):
+    with httpx.stream("POST", f"{server.url}/v1/completions", timeout=60,
+                      json={"prompt": PROMPTS[3], "max_tokens": 200, "stream": True}) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("data: {"):
+                break  # one chunk, then the client hangs up
+    out = server.client().completions.create(model="x", prompt="hello", temperature=0, max_tokens=4)
+    assert out.usage.completion_tokens == 4
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert "specdec_requests_total" in metrics and "specdec_sequences_per_pass" in metrics
+
+
+def test_api_key(tiny_target):
+    srv = Server("-t", tiny_target, *EXACT, "--ctx", "128", "--parallel", "2", "-n", "4", "--no-draft",
+                 env={"SPECDEC_API_KEY": "sekrit"})
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            srv.client("wrong").models.list()
+        assert httpx.get(f"{srv.url}/v1/models").status_code == 401
+        assert srv.client("sekrit").completions.create(model="x", prompt="hi", max_tokens=2).choices
+        assert httpx.get(f"{srv.url}/health").status_code == 200
+        code, err = srv.stop()
+        assert code == 130 and "Traceback" not in err
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+
+
+def test_thirty_two_requests_against_four_slots_all_complete(server, alone):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> str:
+        p = PROMPTS[i % len(PROMPTS)]
+        return p, server.client().completions.create(model="x", prompt=p, temperature=0, max_tokens=24).choices[0].text
+
+    with ThreadPoolExecutor(32) as pool:
+        got = list(pool.map(one, range(32)))
+    assert len(got) == 32 and all(text == alone[p] for p, text in got)
+
+
+def test_a_full_queue_is_a_503_with_retry_after():
+    from specdec_cli.serve.worker import Worker
+
+    class Sched:
+        waiting: list = []
+        slots: list = []
+        running = 0
+
+    w = Worker(engine=None, scheduler=Sched(), queue_max=0)
+    assert w.submit(object()) is False  # not started, or no room: the app answers 503
+
+
+def test_binding_beyond_loopback_without_a_key_warns(capsys):
+    from specdec_cli.commands.serve import _check_host
+
+    _check_host("0.0.0.0", None)
+    assert "without --api-key" in capsys.readouterr().err
+    _check_host("127.0.0.1", None)
+    _check_host("0.0.0.0", "k")
+    assert capsys.readouterr().err == ""
+
+
+def test_sigterm_ends_requests_in_flight_with_a_finish_reason(tiny_target, tmp_path):
+    import signal
+
+    srv = Server("-t", tiny_target, *EXACT, "--ctx", "512", "--parallel", "2", "--no-draft")
+    try:
+        got: list = []
+
+        def long_stream() -> None:
+            with httpx.stream("POST", f"{srv.url}/v1/completions", timeout=120,
+                              json={"prompt": "hello", "max_tokens": 400, "stream": True}) as resp:
+                got.extend(line for line in resp.iter_lines() if line.startswith("data:"))
+
+        t = threading.Thread(target=long_stream)
+        t.start()
+        time.sleep(1.0)
+        code, err = srv.stop(signal.SIGTERM)
+        t.join(timeout=60)
+        assert code == 143, err
+        assert got and got[-1] == "data: [DONE]"
+        finals = [json.loads(x[6:])["choices"][0]["finish_reason"] for x in got[:-1]]
+        assert finals[-1] in ("stop", "length")
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+
+
+def test_serve_refuses_a_target_it_cannot_batch(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "specdec_cli", "serve", "-t", str(Path(tmp_path) / "none.gguf")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "error:" in proc.stderr
