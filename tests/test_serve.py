@@ -160,7 +160,10 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server):
         (post("/chat/completions", json={"messages": [{"role": "wizard", "content": "hi"}]}), 400, "messages"),
         (post("/chat/completions", json={"messages": []}), 400, "messages"),
         (post("/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
-                                         "response_format": {"type": "json_object"}}), 400, "response_format"),
+                                         "response_format": {"type": "yaml"}}), 400, "response_format"),
+        (post("/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {
+            "type": "json_schema", "json_schema": {"schema": {"type": "object", "dependentSchemas": {}}}}}),
+         400, "response_format"),
         (post("/completions", content=b"{" + b" " * (9 * 1024 * 1024) + b"}",
               headers={"content-type": "application/json"}), 413, None),
     ]
@@ -172,6 +175,17 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server):
     assert long.status_code == 400 and "256" in long.json()["error"]["message"]
     ok = post("/completions", json={"prompt": "hello", "max_tokens": 2, "unknown_field": {"a": 1}})
     assert ok.status_code == 200, ok.text
+
+
+def test_response_format_json_schema_is_obeyed(server):
+    schema = {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}, "n": {"type": "integer",
+              "minimum": 0, "maximum": 9}}, "required": ["kind", "n"], "additionalProperties": False}
+    res = server.client().chat.completions.create(
+        model="x", temperature=0, max_tokens=40, messages=[{"role": "user", "content": "a pet"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "pet", "schema": schema}})
+    value = json.loads(res.choices[0].message.content)
+    assert set(value) == {"kind", "n"} and value["kind"] in ("cat", "dog") and 0 <= value["n"] <= 9
+    assert res.choices[0].finish_reason == "stop"
 
 
 def test_a_client_that_goes_away_mid_stream_frees_its_sequence(server):

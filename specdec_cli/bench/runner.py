@@ -124,9 +124,11 @@ def run_bench(
     render: Callable[[PromptItem], list[int]],
     on_sample: Callable[[Sample], None] | None = None,
     sampling: SamplingParams | None = None,
+    grammar=None,
 ) -> list[Sample]:
-    """Run every (scenario, prompt, repeat, config); ``render`` turns a prompt into tokens."""
-    gen = GenOptions(max_tokens=max_tokens, sampling=sampling or SamplingParams(temp=0.0))
+    """Run every (scenario, prompt, repeat, config); ``render`` turns a prompt into tokens;
+    ``grammar``: a compiled constraint every generation obeys (``--json-schema``...)."""
+    gen = GenOptions(max_tokens=max_tokens, sampling=sampling or SamplingParams(temp=0.0), grammar=grammar)
     encoded = {(s, i): render(item) for s, items in scenarios.items() for i, item in enumerate(items)}
     first = next(iter(encoded.values()))
     engine.generate(first, GenOptions(max_tokens=8), use_draft=False)  # warm-up: caches, thread pools

@@ -226,6 +226,9 @@ def run(
     cache_type_v: CacheTypeVOpt = CacheType.F16,
     batch: Annotated[Optional[Path], typer.Option("--batch", help="JSONL (prompt / messages per line) or plain lines: one JSON result per line on stdout.")] = None,
     parallel: ParallelOpt = None,
+    json_schema: Annotated[Optional[str], typer.Option("--json-schema", help="The output is JSON that validates against this schema (inline JSON, or @file.json).")] = None,
+    grammar_file: Annotated[Optional[Path], typer.Option("--grammar-file", help="The output follows this grammar (llama.cpp GBNF, or Lark).")] = None,
+    regex: Annotated[Optional[str], typer.Option("--regex", help="The output matches this regular expression.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, tokens, timings, counts) instead of the text.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     show_accept: Annotated[bool, typer.Option("--show-accept", help="Colour the tokens the draft proposed (terminal only).")] = False,
@@ -240,6 +243,7 @@ def run(
     """Generate with speculative decoding (or the target alone with --no-draft)."""
     from ..commands.run import RunRequest, run_request
     from ..pairing.plan import DraftFlags, ModelChoice
+    from ..terminal.constraint_args import read_constraint
 
     req = RunRequest(
         prompt=prompt, file=file,
@@ -248,7 +252,8 @@ def run(
         draft=DraftFlags(draft_max=draft_max, draft_min=draft_min, p_min=draft_p_min),
         registry=registry, yes=yes, no_draft=no_draft, method=plain(method), chat=chat, system=system,
         max_tokens=max_tokens, temp=temp, top_k=top_k, top_p=top_p, seed=seed, stop=tuple(stop),
-        verify=plain(verify), force=force, batch=batch, parallel=parallel, as_json=as_json, quiet=quiet, show_accept=show_accept,
+        verify=plain(verify), force=force, batch=batch, parallel=parallel, as_json=as_json,
+        constraint=read_constraint(json_schema, grammar_file, regex), quiet=quiet, show_accept=show_accept,
         explain_divergence=explain_divergence,
     )
     raise typer.Exit(run_request(req))
@@ -352,10 +357,14 @@ def bench(
     verify: Annotated[str, typer.Option("--verify", callback=verify_list, help=f"At --temp > 0, rules to compare, e.g. exact,match (of {', '.join(VerifyMode.values())}).")] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed at --temp > 0.")] = 0,
     parallel: Annotated[Optional[str], typer.Option("--parallel", help="Throughput mode: each scenario's prompts as one batch, this many at once, e.g. 1,2,4,8.")] = None,
+    json_schema: Annotated[Optional[str], typer.Option("--json-schema", help="Every output obeys this JSON Schema (inline, or @file.json).")] = None,
+    grammar_file: Annotated[Optional[Path], typer.Option("--grammar-file", help="Every output follows this grammar (GBNF or Lark).")] = None,
+    regex: Annotated[Optional[str], typer.Option("--regex", help="Every output matches this regular expression.")] = None,
 ) -> None:
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
     from ..commands.bench import BenchRequest, run_bench_request
     from ..pairing.plan import ModelChoice
+    from ..terminal.constraint_args import read_constraint
 
     req = BenchRequest(
         models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
@@ -363,6 +372,7 @@ def bench(
         registry=registry, yes=yes, scenarios=scenarios, prompts=prompts, chat=chat, repeats=repeats,
         max_tokens=max_tokens, draft_max=draft_max, p_min=p_min, json_out=json_out, plot=plot, save=save,
         temp=temp, verify=tuple(plain(v) for v in verify), seed=seed, parallel=parallel,
+        constraint=read_constraint(json_schema, grammar_file, regex),
     )
     raise typer.Exit(run_bench_request(req))
 

@@ -15,9 +15,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import EXIT_OK
+from ..errors import EXIT_FAILURE, EXIT_OK
 from ..terminal import console, interrupts
 from ..terminal.prompts import PromptItem
+from .structured import unmet
 
 AUTO_PARALLEL_MAX = 16  # the most prompts at once unless --parallel says more (the curve picks below it)
 BATCH_METHODS = (None, "auto", "ngram", "draft")  # what can draft for many sequences in one pass
@@ -47,13 +48,18 @@ def job_seed(seed: int | None, index: int) -> int | None:
 
 
 def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem], list[int]], gen, req,
-              meta: dict, n_seq: int) -> int:
-    """Decode every prompt, write its line in input order, summarise on stderr; the exit code."""
+              meta: dict, n_seq: int, grammars: list | None = None) -> int:
+    """Decode every prompt, write its line in input order, summarise on stderr; the exit code.
+    ``grammars[i]``: prompt i's compiled constraint (its own, or the run's), None for none; a
+    prompt whose output does not satisfy it makes the exit code 1."""
     from ..engine.policy import choose_parallel
     from ..engine.scheduler import Job
     from ..engine.stats import GenerationStats
 
-    jobs = [Job(i, tokens_of(item), job_seed(gen.sampling.seed, i)) for i, item in enumerate(items)]
+    grammars = grammars or [None] * len(items)
+    jobs = [Job(i, tokens_of(item), job_seed(gen.sampling.seed, i),
+                gen=replace(gen, grammar=g) if g is not gen.grammar else None) for i, (item, g) in
+            enumerate(zip(items, grammars))]
     method = engine.method
     parallel = 1
     if n_seq > 1 and engine.batch_support(method) is None:
@@ -81,6 +87,7 @@ def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem],
             next_line[0] += 1
 
     code = EXIT_OK
+    unsatisfied: list[int] = []
     t0 = time.perf_counter()
     try:
         for job, result in results:
@@ -92,6 +99,10 @@ def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem],
             if result.interrupted:
                 code = interrupts.exit_code()
                 break
+            why = unmet(result, grammars[job.index])
+            if why is not None:
+                unsatisfied.append(job.index)
+                console.warn(f"prompt {job.index + 1}: {why}")
     except KeyboardInterrupt as exc:
         code = interrupts.exit_code(exc)
     if code != EXIT_OK:
@@ -103,6 +114,10 @@ def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem],
         line = run.summary(method) if run is not None else total.summary()
         seconds = time.perf_counter() - t0  # the batch's processing time, model load excluded
         console.note(f"{'all ' if len(done) == len(jobs) else ''}{len(done)} prompts in {seconds:.2f} s: {line}")
+    if code == EXIT_OK and unsatisfied:
+        console.error_line(f"{len(unsatisfied)} of {len(jobs)} outputs do not satisfy their constraint "
+                           f"(prompts {', '.join(str(i + 1) for i in unsatisfied[:10])}); their lines say why they stopped")
+        return EXIT_FAILURE
     return code
 
 
@@ -111,7 +126,7 @@ def _write(i: int, item: PromptItem, result, meta: dict, parallel: int) -> None:
 
 
 def _sequential(engine, jobs, gen) -> Iterator[tuple[object, object]]:
-    """One prompt after another on the one-sequence path, each with its own seed."""
+    """One prompt after another on the one-sequence path, each with its own seed and settings."""
     for job in jobs:
-        sampling = replace(gen.sampling, seed=job.seed)
-        yield job, engine.generate(job.prompt, replace(gen, sampling=sampling))
+        own = job.gen or gen
+        yield job, engine.generate(job.prompt, replace(own, sampling=replace(own.sampling, seed=job.seed)))

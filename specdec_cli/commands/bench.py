@@ -11,8 +11,10 @@ from ..errors import EXIT_OK, OutputError, UsageError
 from ..models.methods import Method
 from ..pairing.plan import ModelChoice
 from ..terminal import console, interrupts
+from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import PromptItem
 from .loading import LoadOptions, check_temperature, open_engine
+from .structured import check_before_load, grammars_for
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class BenchRequest:
     verify: tuple[str, ...] = ("auto",)  # the rules to compare at temp > 0, e.g. exact and match
     seed: int = 0
     parallel: str | None = None  # "1,2,4,8": the throughput mode, a scenario's prompts as one batch
+    constraint: ConstraintSpec | None = None  # --json-schema, --grammar-file or --regex: every output obeys it
 
 
 def parse_grid(text: str, kind, flag: str, lo: float, hi: float, example: str) -> list:
@@ -76,6 +79,7 @@ def run_bench_request(req: BenchRequest) -> int:
     scenarios = load_scenarios(names, req.prompts)
     # bench measures the draft as it is: a stored verdict of an earlier bench does not drop it
     plan = build_plan(load_registry(req.registry), req.models, follow_bench=False, confirm=confirm_downloads(req.yes))
+    check_before_load(req.constraint, [], plan.method.value if plan.is_auto else plan.drafter and plan.drafter.value)
     if req.parallel:
         return _throughput(req, plan, scenarios, SamplingParams(temp=req.temp, seed=seed))
     target, draft = plan.target.value, plan.draft.value
@@ -96,22 +100,11 @@ def run_bench_request(req: BenchRequest) -> int:
     def render(item: PromptItem) -> list[int]:
         return _tokens(engine, item, req.chat)
 
-    interrupted = False
-    samples = []
-    try:
-        with console.progress() as bar:
-            task = bar.add_task("measuring", total=n_runs)
-            samples = run_bench(
-                engine, scenarios, configs, repeats=req.repeats, max_tokens=req.max_tokens, render=render,
-                sampling=SamplingParams(temp=req.temp, seed=seed),
-                on_sample=lambda s: (samples.append(s), bar.advance(task)),
-            )
-    except KeyboardInterrupt:
-        interrupted = True
-        console.warn(f"interrupted after {len(samples)} of {n_runs} generations; reporting what was measured")
-    finally:
-        costs = engine.costs
-        engine.close()
+    costs = engine.costs
+    samples, interrupted = _measure(engine, n_runs, "generations", lambda on_sample: run_bench(
+        engine, scenarios, configs, repeats=req.repeats, max_tokens=req.max_tokens, render=render,
+        sampling=SamplingParams(temp=req.temp, seed=seed), grammar=grammars_for(engine, req.constraint, [])[0],
+        on_sample=on_sample))
     if not samples:
         return interrupts.exit_code()
     rows = summarize(samples)
@@ -148,24 +141,14 @@ def _throughput(req: BenchRequest, plan, scenarios: dict, sampling) -> int:
         raise UsageError(f"--parallel measures prompts decoded together, and {why}", hint="drop --parallel")
     engine, est = open_engine(plan, req.load, DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto",
                               n_seq=max(parallels))
-    runs = []
     n_runs = len(scenarios) * req.repeats * len(parallels) * 2
     console.note(f"bench --parallel: {len(scenarios)} scenario(s) as batches, {', '.join(map(str, parallels))} at once, "
                  f"with auto and without, {req.repeats} repeat(s): {n_runs} batches")
-    try:
-        prompts = {name: [_tokens(engine, item, req.chat) for item in items] for name, items in scenarios.items()}
-        with console.progress() as bar:
-            task = bar.add_task("measuring", total=n_runs)
-            run_throughput(engine, prompts, parallels, repeats=req.repeats,
-                           gen=GenOptions(max_tokens=req.max_tokens, sampling=sampling),
-                           on_run=lambda r: (runs.append(r), bar.advance(task)))
-        interrupted = False
-    except KeyboardInterrupt:
-        interrupted = True
-        console.warn(f"interrupted after {len(runs)} of {n_runs} batches; reporting what was measured")
-    finally:
-        costs = engine.costs
-        engine.close()
+    costs = engine.costs
+    prompts = {name: [_tokens(engine, item, req.chat) for item in items] for name, items in scenarios.items()}
+    runs, interrupted = _measure(engine, n_runs, "batches", lambda on_run: run_throughput(
+        engine, prompts, parallels, repeats=req.repeats, gen=GenOptions(max_tokens=req.max_tokens, sampling=sampling),
+        on_run=on_run))
     if not runs:
         return interrupts.exit_code()
     rows = summarize(runs)
@@ -179,6 +162,22 @@ def _throughput(req: BenchRequest, plan, scenarios: dict, sampling) -> int:
     print_table(rows, _stdout())
     print_costs(costs, _stdout())
     return interrupts.exit_code() if interrupted else EXIT_OK
+
+
+def _measure(engine, n_runs: int, unit: str, run) -> tuple[list, bool]:
+    """``run(on_each)`` under a progress bar; a signal keeps what was measured so far (and says so).
+    Returns what was measured and whether a signal cut it short; the engine is closed after."""
+    got: list = []
+    try:
+        with console.progress() as bar:
+            task = bar.add_task("measuring", total=n_runs)
+            run(lambda x: (got.append(x), bar.advance(task)))
+        return got, False
+    except KeyboardInterrupt:
+        console.warn(f"interrupted after {len(got)} of {n_runs} {unit}; reporting what was measured")
+        return got, True
+    finally:
+        engine.close()
 
 
 def _tokens(engine, item: PromptItem, chat: bool) -> list[int]:

@@ -7,16 +7,18 @@ stdout and notes to stderr, and returns the exit code, so tests can call it dire
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import EXIT_FAILURE, EXIT_OK, UsageError
 from ..models.methods import Method
 from ..pairing.plan import DraftFlags, ModelChoice
 from ..terminal import console, interrupts
+from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import PromptItem, decode_text, read_batch, read_prompt
 from .batch import run_batch
 from .loading import LoadOptions, check_temperature, open_engine
+from .structured import check_before_load, grammars_for, unmet
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class RunRequest:
     force: bool = False  # run even if the memory check says it does not fit
     batch: Path | None = None
     parallel: int | None = None  # --batch: prompts decoded at once (None: chosen from the cost curve)
+    constraint: ConstraintSpec | None = None  # --json-schema, --grammar-file or --regex
     as_json: bool = False
     quiet: bool = False
     show_accept: bool = False
@@ -83,6 +86,7 @@ def run_request(req: RunRequest) -> int:
     )
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
+    check_before_load(req.constraint, items, plan.method.value)
     n_seq = _parallel_limit(plan, req, len(items)) if req.batch is not None else 1
     engine, _ = open_engine(plan, req.load, _draft_options(plan), method=plan.method.value, force=req.force,
                             quiet=req.quiet, describe=_describe(plan), n_seq=n_seq)
@@ -94,6 +98,8 @@ def run_request(req: RunRequest) -> int:
             stop=stop,
             verify=req.verify,
         )
+        grammar, per_item = grammars_for(engine, req.constraint, items)
+        gen = replace(gen, grammar=grammar)
         meta = {
             "target": str(plan.target.value),
             "draft": str(plan.draft.value) if plan.draft.value else None,
@@ -104,7 +110,7 @@ def run_request(req: RunRequest) -> int:
         prompting = _Prompting(req.chat, system)
         if req.batch is not None:
             return run_batch(engine, items, lambda item: _prompt_tokens(engine, item, prompting), gen, req, meta,
-                             n_seq)
+                             n_seq, grammars=per_item)
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:
         engine.close()
@@ -189,6 +195,10 @@ def _run_one(engine, item: PromptItem, gen, req: RunRequest, prompting: _Prompti
     else:
         result = engine.generate(tokens, gen, on_text=None if req.as_json else show)
     code = _finish(result, req, meta, report)
+    why = unmet(result, gen.grammar) if not result.interrupted else None
+    if why is not None:
+        console.error_line(why)
+        return EXIT_FAILURE
     return code if code != EXIT_OK else divergence_code
 
 

@@ -333,3 +333,37 @@ def apply_mask(logits: np.ndarray, allowed: np.ndarray) -> None:
     else:  # most allowed (free text): drop the others
         row[np.flatnonzero(~ok)] = _NEG_INF
     logits[width:] = _NEG_INF
+
+
+# --- the constraint in the decode loop ----------------------------------------------------------
+
+
+def draft_under(constraint: Constraint, drafter, history: list[int], n_draft: int):
+    """A drafter's proposal under a grammar: the tokens the grammar forces first (the masked target
+    must choose them: drafts certain to be kept, needing no draft model and no guess), the
+    drafter's after them, all cut at the first token the grammar rejects, so the target never
+    sees a draft it could not accept. Auto weighs the forced tokens like any draft
+    (``propose_after``); other drafters send them all. Returns (proposal, forced tokens in it)."""
+    from .verify import Proposal
+
+    forced = constraint.forced_tokens()[:n_draft]
+    if hasattr(drafter, "propose_after"):
+        proposal = drafter.propose_after(history, forced, n_draft)
+    elif n_draft > len(forced):
+        proposal = Proposal(forced + drafter.propose(history + forced, n_draft - len(forced)).tokens)
+    else:
+        proposal = Proposal(forced)
+    n = constraint.validate_draft(proposal.tokens)
+    return proposal.truncated(n), min(len(forced), n, len(proposal.tokens))
+
+
+def masked_rows(rows, masks: np.ndarray):
+    """``rows`` (row index -> logits) with each row masked to what the grammar allows there; each
+    row is copied, since the context's logits are shared with the next pass."""
+
+    def row(i: int) -> np.ndarray:
+        out = np.array(rows(i), dtype=np.float32)
+        apply_mask(out, masks[i])
+        return out
+
+    return row

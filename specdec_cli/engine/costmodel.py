@@ -54,6 +54,8 @@ class CostModel:
             return
         old = self._pass.get(n_tokens)
         if old is None:
+            if self._sizes:  # a new size starts from what its neighbours say, a stall bounded as for them
+                seconds = min(seconds, 3 * self.pass_seconds(n_tokens))
             self._pass[n_tokens] = seconds
             bisect.insort(self._sizes, n_tokens)
         else:
@@ -80,23 +82,26 @@ class CostModel:
 
     # --- estimates ---------------------------------------------------------------------------
     def pass_seconds(self, n_tokens: int) -> float:
-        """Estimated seconds of one target pass over ``n_tokens`` tokens."""
+        """Estimated seconds of one target pass over ``n_tokens`` tokens: interpolated between the
+        sizes measured, and never less than a smaller pass was measured to cost (more tokens are
+        never cheaper; a noisy point must not make drafts look free)."""
         p, sizes = self._pass, self._sizes
         if not sizes:
             return float(n_tokens)  # uncalibrated: linear, so nothing looks cheap
-        if n_tokens in p:
-            return p[n_tokens]
-        i = bisect.bisect_left(sizes, n_tokens)
+        i = bisect.bisect_right(sizes, n_tokens)
+        floor = max((p[b] for b in sizes[:i]), default=0.0)
+        if i > 0 and sizes[i - 1] == n_tokens:
+            return floor
         if i == 0:
             return p[sizes[0]]
         if i < len(sizes):
             lo, hi = sizes[i - 1], sizes[i]
-            return p[lo] + (p[hi] - p[lo]) * (n_tokens - lo) / (hi - lo)
+            return max(floor, p[lo] + (p[hi] - p[lo]) * (n_tokens - lo) / (hi - lo))
         if len(sizes) == 1:
             return p[sizes[0]] * n_tokens / sizes[0]
         lo, hi = sizes[-2], sizes[-1]
         slope = max(0.0, (p[hi] - p[lo]) / (hi - lo))
-        return p[hi] + slope * (n_tokens - hi)
+        return max(floor, p[hi] + slope * (n_tokens - hi))
 
     def draft_seconds(self, drafter: str) -> float:
         return self.drafts.get(drafter, 0.0)

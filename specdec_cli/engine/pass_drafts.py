@@ -26,9 +26,10 @@ class Drafted:
     """One sequence's draft for a pass, and what auto learns from its verification."""
 
     proposal: Proposal
-    source: str  # "ngram", the model's name, or "none"
+    source: str  # "ngram", "edit", "grammar", the model's name, or "none"
     buckets: list
     priors: list
+    n_forced: int = 0  # tokens at its head the grammar forced (auto learns from the rest)
 
     @classmethod
     def nothing(cls) -> Drafted:
@@ -50,39 +51,55 @@ class PassDrafter:
 
     def draft(self, seqs: list, caps: list[int], n_prefill: int) -> list[Drafted]:
         """``caps[i]``: the longest draft sequence i may send; ``n_prefill``: prompt tokens riding in
-        the same pass."""
+        the same pass. Under a grammar (``seq.constraint``) a draft starts with the tokens it
+        forces and ends before the first it rejects."""
         if not seqs or self.method is None:
             return [Drafted.nothing() for _ in seqs]
+        forced = [s.constraint.forced_tokens()[:c] if s.constraint is not None else [] for s, c in zip(seqs, caps)]
+        after = [[*s.tokens, *f] for s, f in zip(seqs, forced)]
+        room = [c - len(f) for c, f in zip(caps, forced)]
         if self.method == "ngram":
-            props = [Proposal(s.ngram.draft(s.tokens, c)) if c else NONE for s, c in zip(seqs, caps)]
-            return [Drafted(p, "ngram" if p.tokens else "none", [], []) for p in props]
-        if self.method == "draft":
-            asks = [Ask(s.seq, s.tokens, c, s.draft_sampler) for s, c in zip(seqs, caps)]
+            out = [Drafted(Proposal(s.ngram.draft(h, r)) if r else NONE, "ngram", [], [])
+                   for s, h, r in zip(seqs, after, room)]
+        elif self.method == "draft":
+            asks = [Ask(s.seq, h, r, s.draft_sampler) for s, h, r in zip(seqs, after, room)]
             p_min = self.p_min
             self.model.propose(asks, stop=lambda _seq, _d, conf: conf < p_min)
-            return [Drafted(a.proposal(), "draft" if a.tokens else "none", [], []) for a in asks]
-        return self._auto(seqs, caps, n_prefill)
+            out = [Drafted(a.proposal(), "draft", [], []) for a in asks]
+        else:
+            out = self._auto(seqs, after, room, forced, n_prefill)
+            forced = [[] for _ in seqs]  # auto weighed and placed them itself
+        return [_finish(s, f, d) for s, f, d in zip(seqs, forced, out)]
 
-    def _auto(self, seqs: list, caps: list[int], n_prefill: int) -> list[Drafted]:
+    def _auto(self, seqs: list, after: list[list[int]], room: list[int], forced: list[list[int]],
+              n_prefill: int) -> list[Drafted]:
         auto, costs = self.auto, self.costs
         ngram_cost, model_cost = costs.draft_seconds("ngram"), costs.draft_seconds(auto.name)
         options = []  # per sequence: (n-gram candidates, or None for the model; acceptances; cost per token)
-        for s, cap in zip(seqs, caps):
-            if not cap:
-                options.append((None, [], 0.0))
+        for s, h, r, f in zip(seqs, after, room, forced):
+            sure = [1.0] * len(f)  # a forced token is kept for certain
+            if r <= 0:
+                options.append((None, sure, 0.0))
                 continue
-            c = auto.copy_candidates(s.index, s.edits, s.tokens, cap)
-            option = (c, c.accept, ngram_cost)
-            if self.model is not None:
-                acc = [auto.model_position(i) for i in range(cap)]
+            c = auto.copy_candidates(s.index, s.edits, h, r)
+            option = (c, sure + c.accept, ngram_cost)
+            if self.model is not None and not f:
+                acc = [auto.model_position(i) for i in range(r)]
                 if best_length(acc, costs, model_cost).rate > best_length(c.accept, costs, ngram_cost).rate:
                     option = (None, acc, model_cost)
             options.append(option)
         plan = plan_pass([o[1] for o in options], costs, n_prefill=n_prefill, draft_costs=[o[2] for o in options])
         out = [Drafted.nothing() for _ in seqs]
         asks: list[tuple[int, Ask]] = []
-        for i, (s, (c, _acc, _cost), k) in enumerate(zip(seqs, options, plan.lengths)):
-            if k and c is not None:
+        for i, (s, (c, _acc, _cost), k, f) in enumerate(zip(seqs, options, plan.lengths, forced)):
+            extra = max(0, k - len(f))
+            if f and k:
+                tokens = (f + (c.tokens if c else []))[:k]
+                subst = [False] * len(f) + (c.subst or [False] * len(c.tokens) if c else [])
+                out[i] = Drafted(Proposal(tokens, subst=subst[:k] if any(subst[:k]) else None),
+                                 c.source if extra else "grammar", c.buckets[:extra] if c else [],
+                                 c.priors[:extra] if c else [], len(f))
+            elif k and c is not None:
                 out[i] = Drafted(c.proposal(k), c.source, c.buckets[:k], c.priors[:k])
             elif k:
                 asks.append((i, Ask(s.seq, s.tokens, k, s.draft_sampler)))
@@ -109,5 +126,20 @@ class PassDrafter:
 
     def learn(self, d: Drafted, n_kept: int) -> None:
         """What the target kept of a draft, for auto's calibration (shared by every sequence)."""
-        if self.auto is not None:
-            self.auto.learn(d.source, d.buckets, d.priors, n_kept)
+        if self.auto is not None and n_kept >= d.n_forced:
+            self.auto.learn(d.source, d.buckets, d.priors, n_kept - d.n_forced)
+
+
+def _finish(seq, forced: list[int], d: Drafted) -> Drafted:
+    """The forced tokens put in front (methods other than auto), the draft cut before the first
+    token the grammar rejects, and "none" for an empty draft."""
+    if forced:
+        d = Drafted(Proposal(forced + d.proposal.tokens), d.source if d.proposal.tokens else "grammar",
+                    d.buckets, d.priors, len(forced))
+    if seq.constraint is not None and d.proposal.tokens:
+        n = seq.constraint.validate_draft(d.proposal.tokens)
+        if n < len(d.proposal.tokens):
+            d = Drafted(d.proposal.truncated(n), d.source, d.buckets, d.priors, min(d.n_forced, n))
+    if not d.proposal.tokens:
+        return Drafted.nothing()
+    return d

@@ -16,6 +16,7 @@ from ..models.memory_kinds import Rollback, snapshots_for
 from ..models.methods import Method
 from ..terminal.textstream import Segment, TextStream
 from . import costmodel
+from .constraint import Constraint, tokenizer_for
 from .costmodel import CostModel
 from .drafters.auto import AutoDrafter
 from .drafters.base import Drafter
@@ -81,6 +82,7 @@ class GenOptions:
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temp=0.0))
     stop: list[str] = field(default_factory=list)
     verify: str = "auto"
+    grammar: object | None = None  # a compiled constraint (``constraint.compile_constraint``): output obeys it
 
     def __post_init__(self) -> None:
         self.verify = verify_mode(self.verify).value
@@ -256,6 +258,10 @@ class Engine:
             cache_type_v=o.cache_type_v,
         )
 
+    def constraint(self, grammar) -> Constraint:
+        """A grammar's state for one generation, over this target's vocabulary."""
+        return Constraint(grammar, tokenizer_for(self.target_model), n_vocab=self.target_model.n_vocab)
+
     @property
     def n_ctx_seq(self) -> int:
         """The positions one sequence may use: the context's own size (llama.cpp may round it up),
@@ -300,7 +306,9 @@ class Engine:
                 d.set_active(False)
         if drafter is not None:
             drafter.set_active(True)
-        sampled = drafter.sampled_proposals if drafter is not None else True
+        constraint = self.constraint(gen.grammar) if gen.grammar is not None else None
+        # under a grammar every draft is greedy (a point mass), so the exact rule needs no masked q
+        sampled = drafter.sampled_proposals and constraint is None if drafter is not None else True
         rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
         sampler = Sampler(gen.sampling) if rule != "greedy" else None
         return Session(
@@ -313,6 +321,7 @@ class Engine:
             costs=self.costs if self._costs_ready else None,
             rollback=self.target_rollback,
             n_ctx=self.n_ctx_seq,
+            constraint=constraint,
         )
 
     def generate(

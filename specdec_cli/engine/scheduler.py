@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..terminal.textstream import Segment, TextStream
+from .constraint import masked_rows
 from .drafters.edits import EditTracker
 from .drafters.model_batch import BatchModelDrafter
 from .drafters.ngram import NgramDrafter
@@ -187,8 +188,8 @@ class Scheduler:
         for s in [s for s in dec if self.ctx_seq - len(s.tokens) < 0]:
             done.append(self._finish(s, "context"))
         dec = [s for s in dec if s.job is not None]
-        caps = self._caps(dec)
         pending = sum(len(s.tokens) - 1 - s.n_cached for s in pre)
+        caps = self._caps(dec, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
         drafts = self.drafter.draft(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
@@ -240,12 +241,13 @@ class Scheduler:
                 done.append(ended)
         return done
 
-    def _caps(self, dec: list[_Slot]) -> list[int]:
+    def _caps(self, dec: list[_Slot], reserve: int) -> list[int]:
         """The longest draft each decoding sequence may send: its budget and context, and all of them
-        within the outputs and tokens one pass takes."""
+        within the outputs and tokens one pass takes, leaving ``reserve`` tokens of it to prompts
+        still being read (drafts never starve a prefill)."""
         caps = [max(0, min(self.draft_max, s.gen.max_tokens - len(s.output) - 1, self.ctx_seq - len(s.tokens)))
                 for s in dec]
-        limit = min(self.ctx.params.n_outputs_max, self.ctx.n_batch) - len(dec)
+        limit = max(0, min(self.ctx.params.n_outputs_max, self.ctx.n_batch - reserve) - len(dec))
         while sum(caps) > limit:
             caps[caps.index(max(caps))] -= 1
         return caps
@@ -304,12 +306,15 @@ class Scheduler:
         slot.t_decode = None
         slot.output = []
         slot.stream = TextStream(self.piece, gen.stop)
-        rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=self.model is not None)
+        slot.constraint = self.engine.constraint(gen.grammar) if gen.grammar is not None else None
+        # under a grammar every draft is greedy (a point mass), so the exact rule needs no masked q
+        sampled = self.model is not None and slot.constraint is None
+        rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
         sp = gen.sampling
         sampler = Sampler(SamplingParams(temp=sp.temp, top_k=sp.top_k, top_p=sp.top_p,
                                          seed=job.seed if job.seed is not None else sp.seed)) \
             if rule != "greedy" else None
-        slot.draft_sampler = sampler if rule == "exact" else None  # the draft model samples from q
+        slot.draft_sampler = sampler if rule == "exact" and sampled else None  # the draft model samples from q
         slot.verifier = make_verifier(rule, sampler)
         slot.stats = GenerationStats(method=self.method, rollback="partial")
         slot.stats.n_prompt = len(job.prompt)
@@ -331,7 +336,10 @@ class Scheduler:
         if s.t_decode is None:
             s.t_decode = time.perf_counter() - dt
         ctx = self.ctx
-        accepted = s.verifier.verify(lambda i: ctx.logits(base + i), d.proposal)
+        rows = lambda i: ctx.logits(base + i)  # noqa: E731
+        if s.constraint is not None:
+            rows = masked_rows(rows, s.constraint.masks_along(d.proposal.tokens))
+        accepted = s.verifier.verify(rows, d.proposal)
         n_kept = len(accepted) - 1
         draft = d.proposal.tokens
         if n_kept < len(draft):
@@ -348,9 +356,14 @@ class Scheduler:
         if draft:
             st.record_acceptance(len(draft), n_kept)
             st.n_substituted += d.proposal.substituted(n_kept)
+            st.n_forced += min(d.n_forced, n_kept)
             run.drafted[d.source] = run.drafted.get(d.source, 0) + len(draft)
             run.accepted[d.source] = run.accepted.get(d.source, 0) + n_kept
         emit, reason = Session._cut(accepted, s.gen.max_tokens - len(s.output), self.is_eog)
+        if s.constraint is not None:
+            s.constraint.consume(accepted)
+            if s.constraint.is_stopped() or (reason == "eog" and s.constraint.is_accepting()):
+                reason = "grammar"
         s.tokens.extend(accepted)
         s.output.extend(emit)
         st.n_generated += len(emit)
@@ -363,7 +376,7 @@ class Scheduler:
             if s.stream.stopped:
                 reason = "stop"
         if reason:
-            st.n_eog += reason == "eog"
+            st.n_eog += reason in ("eog", "grammar") and len(emit) < len(accepted)
             return self._finish(s, reason)
         return None
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.memory_kinds import Rollback
+from .constraint import draft_under, masked_rows
 from .costmodel import CostModel
 from .drafters.base import Drafter
 from .llama_context import Context
@@ -76,9 +77,14 @@ class Session:
         costs: CostModel | None = None,
         rollback: CacheRollback | None = None,
         n_ctx: int | None = None,
+        constraint=None,
     ):
         """``n_ctx``: the positions this generation may use (default: the context's; a context
-        made for several sequences holds more than one of them may take)."""
+        made for several sequences holds more than one of them may take). ``constraint``: a
+        grammar's state (``constraint.Constraint``): every row the target decides from is masked
+        to what it allows, drafts start with the tokens it forces and end before the first it
+        rejects, and the generation stops when it is complete (stop reason "grammar")."""
+        self.constraint = constraint
         self.target = target
         self.rollback = rollback or CacheRollback(target, Rollback.PARTIAL)
         self.verifier = verifier
@@ -116,6 +122,7 @@ class Session:
         cap = rb.max_draft
         draft_max = self.draft_max if cap is None else min(self.draft_max, cap)
         replay: list[int] = []  # tokens before the last one that a restored checkpoint took out
+        cons = self.constraint
         try:
             while st.n_generated < max_tokens:
                 n_cached = len(history) - 1 - len(replay)  # positions the target's memory holds
@@ -123,11 +130,14 @@ class Session:
                 if room < 0:
                     st.stop_reason = "context"
                     return
-                proposal = _NO_PROPOSAL
+                proposal, n_forced = _NO_PROPOSAL, 0
                 n_draft = 0 if replay else min(draft_max, room, max_tokens - st.n_generated - 1)
                 if n_draft > 0:
                     t0 = time.perf_counter()
-                    proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
+                    if cons is not None:
+                        proposal, n_forced = draft_under(cons, self.drafter, history, n_draft)
+                    else:
+                        proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
                     st.draft_seconds += time.perf_counter() - t0
                 draft = proposal.tokens
                 batch = [*replay, history[-1], *draft]
@@ -143,6 +153,8 @@ class Session:
                     self.costs.observe_pass(len(batch), dt)
                 st.n_target_passes += 1
                 rows = _rows_from(tgt, len(replay))
+                if cons is not None:
+                    rows = masked_rows(rows, cons.masks_along(draft))
                 accepted = self.verifier.verify(rows, proposal)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
@@ -151,10 +163,12 @@ class Session:
                     self.drafter.process(batch, n_cached)
                     self.drafter.accept(n_kept)
                 st.steps.append((len(draft), n_kept))
-                st.record_step(drafter.last_source if draft else "none", len(draft))
+                source = drafter.last_source if len(draft) > n_forced else "grammar" if draft else "none"
+                st.record_step(source, len(draft))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
                     st.n_substituted += proposal.substituted(n_kept)
+                    st.n_forced += min(n_forced, n_kept)
                 replay = []
                 if n_kept < len(draft):
                     want = len(history) + n_kept  # the last token and the kept drafts stay
@@ -166,6 +180,10 @@ class Session:
                         st.restored_steps.append(len(st.steps) - 1)
                         st.n_replayed += len(replay)
                 emit, reason = self._cut(accepted, max_tokens - st.n_generated, is_eog)
+                if cons is not None:
+                    cons.consume(accepted)
+                    if cons.is_stopped() or (reason == "eog" and cons.is_accepting()):
+                        reason = "grammar"
                 history.extend(accepted)
                 st.n_generated += len(emit)
                 if st.first_token_seconds is None:
@@ -174,7 +192,7 @@ class Session:
                     yield Step(emit, [i < n_kept for i in range(len(emit))])
                 if reason:
                     st.stop_reason = reason
-                    st.n_eog += reason == "eog"
+                    st.n_eog += reason in ("eog", "grammar") and len(emit) < len(accepted)
                     return
             st.stop_reason = "length"
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the fields merge adds up as numbers
-_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_target_passes", "n_eog", "prompt_seconds",
+_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_forced", "n_target_passes", "n_eog", "prompt_seconds",
            "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
            "rollback_seconds")
 
@@ -18,6 +18,7 @@ class GenerationStats:
     n_drafted: int = 0  # draft tokens sent to the target for checking
     n_accepted: int = 0  # of those, kept
     n_substituted: int = 0  # of those, written by an edit learned from the output (auto's edit tracker)
+    n_forced: int = 0  # of those, forced by the grammar (--json-schema, --grammar-file, --regex)
     n_target_passes: int = 0  # target forward passes after the prompt (one per step)
     n_eog: int = 0  # end-of-generation tokens the target chose: decided by a pass, never emitted
     prompt_seconds: float = 0.0  # prefill of target (and draft), up to the first decode step
@@ -25,7 +26,7 @@ class GenerationStats:
     draft_seconds: float = 0.0  # time spent inside the drafter
     target_seconds: float = 0.0  # time spent in the target's verify passes (llama_decode)
     first_token_seconds: float | None = None  # from the start of the prompt to the first emitted token
-    stop_reason: str = ""  # eog | stop | length | context | interrupted
+    stop_reason: str = ""  # eog | stop | length | context | grammar | interrupted
     accepted_per_position: list[int] = field(default_factory=list)  # how often draft position i was kept
     drafted_per_position: list[int] = field(default_factory=list)  # how often draft position i was proposed
     steps_by_drafter: dict[str, int] = field(default_factory=dict)  # target passes per proposer ("none": plain)
@@ -126,6 +127,7 @@ class GenerationStats:
             "n_drafted": self.n_drafted,
             "n_accepted": self.n_accepted,
             "n_substituted": self.n_substituted,
+            "n_forced": self.n_forced,
             "acceptance_rate": self.acceptance_rate,
             "tokens_per_pass": self.tokens_per_pass,
             "n_target_passes": self.n_target_passes,

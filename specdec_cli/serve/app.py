@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from ..errors import UsageError
+from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import parse_messages
 from .metrics import Metrics
 from .schemas import ChatRequest, CompletionRequest
@@ -78,11 +79,30 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
             raise ApiError(400, f"{where}: {err['msg']}" if where else err["msg"], param=param) from None
         if body.n != 1:
             raise ApiError(400, "n must be 1: one completion per request", param="n")
-        fmt = body.response_format
-        if fmt is not None and fmt.get("type", "text") != "text":
-            raise ApiError(400, f"response_format {fmt.get('type')!r} is not supported by this server",
-                           param="response_format")
         return body
+
+    def constraint_of(body) -> ConstraintSpec | None:
+        """``response_format``: json_object and json_schema become a JSON Schema the output obeys;
+        a schema that does not compile is a 400 before the request is queued."""
+        from ..engine.constraint import compile_constraint
+
+        fmt = body.response_format or {"type": "text"}
+        kind = fmt.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            spec = ConstraintSpec("json_schema", '{"type": "object"}', "response_format")
+        elif kind == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+            schema = fmt["json_schema"].get("schema", True)
+            spec = ConstraintSpec("json_schema", json.dumps(schema), "response_format.json_schema")
+        else:
+            raise ApiError(400, "response_format takes type text, json_object, or json_schema with a "
+                           "json_schema object", param="response_format")
+        try:
+            compile_constraint(spec)
+        except UsageError as exc:
+            raise ApiError(400, exc.one_line(), param="response_format") from None
+        return spec
 
     async def run(request: Request, body, messages, prompt, kind: str) -> Response:
         from ..engine.verify import resolve_seed
@@ -90,7 +110,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
         handle = Handle(asyncio.get_running_loop())
         gen = make_gen(body)
         seed = body.seed if body.seed is not None else resolve_seed(None)
-        if not worker.submit(Work(handle, messages, prompt, gen, seed)):
+        if not worker.submit(Work(handle, messages, prompt, gen, seed, constraint_of(body))):
             raise ApiError(503, "the server is busy: too many requests queued", kind="server_error",
                            headers={"Retry-After": "1"})
         metrics.requests += 1

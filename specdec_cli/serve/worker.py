@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine.scheduler import Job
 from ..errors import SpecdecError
@@ -53,6 +53,7 @@ class Work:
     prompt: str | None
     gen: object  # GenOptions
     seed: int | None
+    constraint: object | None = None  # a ConstraintSpec (response_format), checked already
 
 
 class Worker(threading.Thread):
@@ -131,13 +132,18 @@ class Worker(threading.Thread):
         if handle.cancelled:
             return
         engine = self.engine
+        gen = work.gen
         try:
             text = engine.render_chat(work.messages) if work.messages is not None else work.prompt
             tokens = engine.tokenize_prompt(text)
+            if work.constraint is not None:
+                from ..engine.constraint import compile_constraint, tokenizer_for
+
+                gen = replace(gen, grammar=compile_constraint(work.constraint, tokenizer_for(engine.target_model)))
         except SpecdecError as exc:
             handle.put("error", exc.one_line())
             return
-        job = Job(next(self._ids), tokens, seed=work.seed, gen=work.gen,
+        job = Job(next(self._ids), tokens, seed=work.seed, gen=gen,
                   on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)))
         handle.job = job
         job.cancelled = handle.cancelled

@@ -36,6 +36,7 @@ class PromptItem:
     text: str | None = None
     messages: list[dict] | None = None
     id: object = None  # carried through to the output line in batch mode
+    json_schema: str | None = None  # a --batch line's own JSON Schema (JSON text), its output obeys it
 
     def as_messages(self, system: str | None) -> list[dict]:
         if self.messages is not None:
@@ -266,13 +267,14 @@ def _item(obj: dict) -> PromptItem:
     prompt, msgs = obj.get("prompt"), obj.get("messages")
     if prompt is not None and msgs is not None:
         raise _Bad("has both 'prompt' and 'messages'; keep one")
+    schema = _schema(obj.get("json_schema"))
     if msgs is not None:
-        return PromptItem(messages=_messages(msgs), id=obj.get("id"))
+        return PromptItem(messages=_messages(msgs), id=obj.get("id"), json_schema=schema)
     if isinstance(prompt, str):
         _check_text(prompt, "'prompt'")
         if not prompt.strip():
             raise _Bad("the prompt is empty")
-        return PromptItem(text=prompt, id=obj.get("id"))
+        return PromptItem(text=prompt, id=obj.get("id"), json_schema=schema)
     if prompt is not None:
         raise _Bad(f"needs a 'prompt' string or a 'messages' list ('prompt' is {_kind(prompt)})")
     raise _Bad("needs a 'prompt' string or a 'messages' list")
@@ -301,6 +303,15 @@ def _messages(msgs) -> list[dict]:
     if not any(m["content"].strip() for m in out):
         raise _Bad("the prompt is empty (every message's content is empty)")
     return out
+
+
+def _schema(value) -> str | None:
+    """A line's ``json_schema``: a JSON object (or true/false), kept as JSON text."""
+    if value is None:
+        return None
+    if not isinstance(value, (dict, bool)):
+        raise _Bad(f"'json_schema' must be a JSON Schema object, not {_kind(value)}")
+    return json.dumps(value)
 
 
 def parse_messages(msgs) -> list[dict]:

@@ -34,6 +34,7 @@ from .suffix import ORDERS, SuffixIndex
 
 STOP_WALK = 0.02  # the index stops proposing once the whole prefix is this unlikely to be kept
 MODEL_POSITION_PRIOR = 0.6  # acceptance assumed for a draft model's positions before any verify
+MODEL_LIVE_ACCEPT = 0.9  # the acceptance per position a draft model must be able to pay at to be kept ready
 
 
 @dataclass
@@ -85,7 +86,7 @@ class AutoDrafter(Drafter):
         self.sampled_proposals = model is not None and model.sampled_proposals
         self.reset()
         self._model_live = False
-        self._pending: tuple[str, list, list] = ("none", [], [])
+        self._pending: tuple[str, list, list, int] = ("none", [], [], 0)  # source, signals, forced before them
         self._last_source = "none"
 
     def reset(self) -> None:
@@ -172,8 +173,24 @@ class AutoDrafter(Drafter):
         if self._model_live and self._model_expected(n_max) > best_rate:
             choice = self._draft_with_model(history, n_max) or choice
         source, proposal, b, p = choice
-        self._pending = (source, b, p)
+        self._pending = (source, b, p, 0)
         self._last_source = source if proposal.tokens else "none"
+        return proposal
+
+    def propose_after(self, history: list[int], forced: list[int], n_max: int) -> Proposal:
+        """Under a grammar: the tokens it forces (kept for certain: acceptance 1) and the copy
+        candidates after them, cut where the expected rate is best, as any draft; a pass that
+        is not worth even the forced tokens drafts nothing. The draft model is not asked here."""
+        costs = self.costs
+        cand = (self.copy_candidates(self.index, self.edits, history + forced, n_max - len(forced))
+                if n_max > len(forced) else Candidates("ngram", [], [], [], []))
+        k = best_length([1.0] * len(forced) + cand.accept, costs, costs.draft_seconds("ngram")).k
+        extra = max(0, k - len(forced))
+        subst = [False] * len(forced) + (cand.subst or [False] * len(cand.tokens))
+        proposal = Proposal((forced + cand.tokens)[:k], subst=subst[:k] if any(subst[:k]) else None)
+        self._pending = (cand.source, cand.buckets[:extra], cand.priors[:extra], len(forced)) if extra else \
+            ("none", [], [], 0)
+        self._last_source = cand.source if extra else "grammar" if k else "none"
         return proposal
 
     @property
@@ -181,8 +198,10 @@ class AutoDrafter(Drafter):
         return self._last_source
 
     def accept(self, n_accepted: int) -> None:
-        self.learn(*self._pending, n_accepted)
-        self._pending = ("none", [], [])
+        source, buckets, priors, offset = self._pending
+        if n_accepted >= offset:
+            self.learn(source, buckets, priors, n_accepted - offset)
+        self._pending = ("none", [], [], 0)
 
     def learn(self, source: str, buckets: list, priors: list, n_accepted: int) -> None:
         """What the target kept of a proposal from ``source``, for the calibration of its signals
@@ -212,14 +231,16 @@ class AutoDrafter(Drafter):
         return best_length(acc, self.costs, self.costs.draft_seconds(self.name)).rate
 
     def model_can_pay(self, n_max: int) -> bool:
-        """Could the model beat plain decoding? A draft model that only costs when asked is
-        kept while it could at 99.9% acceptance; one that catches up on every pass (MTP) must
-        show it at the acceptance it has been seen to reach, or it would tax every step."""
+        """Could the model beat plain decoding? Keeping it ready costs: a draft model reads every
+        prompt (a third of the target's prefill for a 0.5B draft of a 1.5B target), MTP catches
+        up on every pass. So it is kept where it could pay at ``MODEL_LIVE_ACCEPT`` per position
+        (a draft that good is rare; one that cannot pay even then never will), or, for one
+        that tracks every pass, at the acceptance it has been seen to reach."""
         d = self.costs.draft_seconds(self.name)
         if self.model.tracks_every_pass:
             accept = [self.model_position(i) for i in range(n_max)]
         else:
-            accept = [0.999] * n_max
+            accept = [max(MODEL_LIVE_ACCEPT, self.model_position(i)) for i in range(n_max)]
         return best_length(accept, self.costs, d).k > 0
 
     def _draft_with_model(self, history: list[int], n_max: int):

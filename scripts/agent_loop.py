@@ -1,0 +1,186 @@
+"""An agent loop against OpenAI-compatible servers, side by side: time to first token and time per turn.
+
+Each session is a scripted coding conversation: the user asks for a file, then each later turn
+sends back a tool result (a failing test, a rename request) and asks for the whole file again,
+so every turn resends the conversation so far and the answer rewrites text an earlier answer
+wrote, which is the shape of an agent editing code. K sessions run at once (threads), greedy.
+
+    python3 scripts/agent_loop.py --rounds 2 --sessions 2 --turns 3 -n 400 \\
+        --system "llama-2::llama-server -m T -np 2 -c 8192 --port {port} -t 2" \\
+        --system "llama-2-ngram16::llama-server -m T -np 2 -c 8192 --port {port} -t 2 --spec-type ngram-mod ..." \\
+        --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port}" --json out.json
+
+Every system is a command line with ``{port}``: the script starts it, waits for /health, runs the
+sessions, and stops it (SIGINT, then SIGKILL after 60 s). The order of the systems reverses every
+other round, since the machine drifts by +-10% over minutes. Reported per system: the median time
+to first token of each turn (from the request to the first content chunk), the median time of each
+turn, the wall time of all sessions, and the tokens generated (from the usage chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+
+TASKS = [
+    "Write a Python module `inventory.py` with a class `Inventory` that keeps items by SKU (name, quantity, "
+    "unit price), with methods add_item, remove_item, restock, total_value and low_stock(threshold), and a "
+    "small `if __name__ == \"__main__\":` demo. About 45 lines, type hints, docstrings. Output only the file.",
+    "Write a Python module `textstats.py` with functions word_count, sentence_count, average_word_length, "
+    "top_words(n) and a `Report` dataclass that collects them for a text, plus a `main()` that reads a file "
+    "named on the command line and prints the report. About 45 lines, type hints. Output only the file.",
+]
+TOOL_TURNS = [
+    "Tool output (pytest): 1 failed: the function that removes or counts must raise ValueError on a negative "
+    "or empty input, and it does not. Fix it and output the whole file again.",
+    "Tool output (review): rename the main class or dataclass to carry a `Stock` or `Text` prefix everywhere, "
+    "and add one more method of your choice. Output the whole file again.",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, label: str, cmd: str, log):
+        self.label = label
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(shlex.split(cmd.replace("{port}", str(self.port))), stdout=log, stderr=log,
+                                     env={**os.environ, "NO_COLOR": "1"})
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"error: {label} exited with {self.proc.returncode} before serving (see the log)")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        sys.exit(f"error: {label} did not answer /health in 600 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def stream_turn(url: str, messages: list[dict], n: int) -> dict:
+    """One streamed chat request: time to the first content, total time, text, tokens."""
+    body = {"model": "local", "messages": messages, "max_tokens": n, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}, "cache_prompt": True}
+    t0 = time.perf_counter()
+    ttft, text, usage = None, [], {}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=3600) as resp:
+        resp.raise_for_status()
+        for line in resp.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                    text.append(piece)
+    return {"ttft": ttft, "total": time.perf_counter() - t0, "text": "".join(text),
+            "n_gen": usage.get("completion_tokens", 0), "n_prompt": usage.get("prompt_tokens", 0),
+            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens")}
+
+
+def session(url: str, k: int, turns: int, n: int) -> list[dict]:
+    messages = [{"role": "user", "content": TASKS[k % len(TASKS)]}]
+    out = []
+    for t in range(turns):
+        if t > 0:
+            messages.append({"role": "user", "content": TOOL_TURNS[(t - 1) % len(TOOL_TURNS)]})
+        res = stream_turn(url, messages, n)
+        messages.append({"role": "assistant", "content": res.pop("text")})
+        out.append({"session": k, "turn": t, **res})
+    return out
+
+
+def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log) -> dict:
+    server = Server(label, cmd, log)
+    try:
+        stream_turn(server.url, [{"role": "user", "content": "Hello"}], 2)  # warm-up, and a calibration on first use
+        results: list[list[dict]] = [[] for _ in range(sessions)]
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=lambda k=k: results[k].extend(session(server.url, k, turns, n)))
+                   for k in range(sessions)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        wall = time.perf_counter() - t0
+    finally:
+        server.stop()
+    flat = [x for r in results for x in r]
+    return {"label": label, "wall": wall, "turns": flat, "n_gen": sum(x["n_gen"] for x in flat)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
+    ap.add_argument("--sessions", type=int, default=2)
+    ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("-n", "--max-tokens", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--log", default="/tmp/agent_loop.log", help="the servers' output")
+    args = ap.parse_args()
+    systems = [tuple(s.split("::", 1)) for s in args.system]
+    runs: list[dict] = []
+    with open(args.log, "w") as log:
+        for r in range(args.rounds):
+            for label, cmd in (systems if r % 2 == 0 else systems[::-1]):
+                res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log)
+                res["round"] = r
+                runs.append(res)
+                later = [x["ttft"] for x in res["turns"] if x["turn"] > 0 and x["ttft"] is not None]
+                print(f"round {r} {label:<20} wall {res['wall']:8.2f} s  tokens {res['n_gen']:5d}  "
+                      f"ttft (turn 2+) median {statistics.median(later) if later else float('nan'):6.2f} s", flush=True)
+    print()
+    print(f"{'system':<20} {'wall s (mean)':>14} {'tokens':>7} " +
+          " ".join(f"{'t' + str(t) + ' ttft':>8} {'t' + str(t) + ' total':>9}" for t in range(args.turns)))
+    for label, _ in systems:
+        mine = [x for x in runs if x["label"] == label]
+        turns = [t for x in mine for t in x["turns"]]
+        cells = []
+        for t in range(args.turns):
+            ts = [x for x in turns if x["turn"] == t]
+            ttfts = [x["ttft"] for x in ts if x["ttft"] is not None]
+            cells.append(f"{statistics.median(ttfts) if ttfts else float('nan'):8.2f} "
+                         f"{statistics.median(x['total'] for x in ts):9.2f}")
+        print(f"{label:<20} {statistics.mean(x['wall'] for x in mine):14.2f} "
+              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + " ".join(cells))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
