@@ -167,6 +167,10 @@ class Context(FreedOnCollect):
         t0 = time.perf_counter()
         with interrupts.native():
             rc = ll.llama_decode(self._ptr, self._batch)
+            # On a GPU llama_decode only queues the work; the pass ends when the device is done.
+            # Waiting here puts the pass's real time into every cost the policy measures (on the
+            # CPU the decode has already finished and this returns at once).
+            ll.llama_synchronize(self._ptr)
             self.busy_seconds += time.perf_counter() - t0
             if abortable:
                 ll.llama_set_abort_callback(self._ptr, NO_ABORT, None)  # a NULL callback
@@ -221,8 +225,10 @@ class Context(FreedOnCollect):
         if batch.size == 0:
             return
         t0 = time.perf_counter()
+        ll = bindings()
         with interrupts.native():
-            rc = bindings().llama_process(self._ptr, PROCESS_ENCODE if encode else PROCESS_DECODE, batch._ptr)
+            rc = ll.llama_process(self._ptr, PROCESS_ENCODE if encode else PROCESS_DECODE, batch._ptr)
+            ll.llama_synchronize(self._ptr)  # the pass's whole time, as in _run_batch
         self.busy_seconds += time.perf_counter() - t0
         if rc != 0:
             raise _decode_error(rc, self)

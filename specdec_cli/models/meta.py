@@ -18,9 +18,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gguf
-
 from ..errors import UsageError
+from .gguf_import import gguf
 from .layers import layer_memory
 from .layers import n_nextn as count_nextn
 from .memory_kinds import (

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gguf
-
 from ..errors import UsageError
+from .gguf_import import gguf
 
 __all__ = ["ArrayRef", "TensorInfo", "MAX_LAYERS", "as_int"]
 

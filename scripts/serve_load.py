@@ -1,0 +1,161 @@
+"""Load on `specdec serve`: many concurrent requests, none lost, and the server's memory across them.
+
+    python3 scripts/serve_load.py -t T [-d D] [--parallel 4] [--requests 200] [--concurrency 32] [-n 32]
+
+Starts the server (its own command line, as a user would), waits for /health, then sends
+``--requests`` chat completions, ``--concurrency`` at a time, half of them streamed, each prompt
+different. Every answer must finish (``finish_reason`` set, usage counted); a 503 (queue full)
+is retried after its Retry-After, and counted. The server's resident memory (RSS, with psutil)
+is read after a warm-up of ``--concurrency`` requests and again after all of them: a leak of
+cells, sequences or buffers per request shows as growth between the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import psutil
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: list[int]) -> dict:
+    body = {
+        "model": "specdec",
+        "messages": [{"role": "user", "content": f"Request {i}: list {3 + i % 5} facts about the number {i}."}],
+        "max_tokens": n,
+        "temperature": 0,
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    while True:
+        if not stream:
+            r = client.post("/v1/chat/completions", json=body)
+            if r.status_code == 503:
+                retries.append(i)
+                time.sleep(float(r.headers.get("retry-after", "1")))
+                continue
+            r.raise_for_status()
+            data = r.json()
+            return {"finish": data["choices"][0]["finish_reason"], "tokens": data["usage"]["completion_tokens"]}
+        with client.stream("POST", "/v1/chat/completions", json=body) as r:
+            if r.status_code == 503:
+                retries.append(i)
+                r.read()
+                time.sleep(float(r.headers.get("retry-after", "1")))
+                continue
+            r.raise_for_status()
+            finish, tokens, done = None, None, False
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                if line == "data: [DONE]":
+                    done = True
+                    break
+                chunk = json.loads(line[6:])
+                for c in chunk.get("choices", []):
+                    finish = c.get("finish_reason") or finish
+                if chunk.get("usage"):
+                    tokens = chunk["usage"]["completion_tokens"]
+            return {"finish": finish if done else None, "tokens": tokens}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-t", "--target", required=True)
+    ap.add_argument("-d", "--draft")
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("-n", "--max-tokens", type=int, default=32)
+    args = ap.parse_args()
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "specdec_cli", "serve", "-t", args.target, "--port", str(port),
+           "--parallel", str(args.parallel)]
+    cmd += ["-d", args.draft] if args.draft else ["--no-draft"]
+    server = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=600) as client:
+            for _ in range(600):
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if server.poll() is not None:
+                    print(server.stderr.read(), file=sys.stderr)
+                    return 1
+                time.sleep(0.5)
+            proc = psutil.Process(server.pid)
+            results: dict[int, dict] = {}
+            errors: list[str] = []
+            retries: list[int] = []
+            lock = threading.Lock()
+            todo = iter(range(args.requests))
+
+            def worker():
+                with httpx.Client(base_url=base, timeout=600) as c:
+                    while True:
+                        with lock:
+                            i = next(todo, None)
+                        if i is None:
+                            return
+                        try:
+                            res = one_request(c, i, args.max_tokens, stream=i % 2 == 1, retries=retries)
+                        except Exception as exc:  # counted, not raised: the point is how many are lost
+                            with lock:
+                                errors.append(f"{i}: {exc!r}")
+                            continue
+                        with lock:
+                            results[i] = res
+                            if len(results) == args.concurrency:
+                                rss_warm.append(proc.memory_info().rss)
+
+            rss_start = proc.memory_info().rss
+            rss_warm: list[int] = []
+            t0 = time.perf_counter()
+            threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            wall = time.perf_counter() - t0
+            rss_end = proc.memory_info().rss
+            metrics = client.get("/metrics").text
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    finished = [r for r in results.values() if r["finish"] in ("stop", "length")]
+    mib = 1 << 20
+    print(f"{args.requests} requests, {args.concurrency} at once, --parallel {args.parallel}, -n {args.max_tokens}: "
+          f"{len(finished)} finished, {len(errors)} errors, {len(retries)} retried after a 503, {wall:.1f} s")
+    print(f"server RSS: at start {rss_start / mib:.1f} MiB, after {args.concurrency} requests "
+          f"{(rss_warm[0] if rss_warm else float('nan')) / mib:.1f} MiB, after {args.requests} {rss_end / mib:.1f} MiB")
+    for line in metrics.splitlines():
+        if line.startswith(("specdec_requests_total", "specdec_requests_finished_total", "specdec_sequences_per_pass", "specdec_queue_length")):
+            print("  " + line)
+    for e in errors[:5]:
+        print("error", e, file=sys.stderr)
+    return 0 if len(finished) == args.requests else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
