@@ -90,7 +90,7 @@ def serve(req: ServeRequest) -> int:
         app = create_app(worker, model=alias, api_key=api_key, make_gen=make_gen, metrics=Metrics())
         worker.start()
         console.note(f"serving {alias} at http://{_url_host(req.host)}:{req.port}/v1 "
-                     f"({parallel} requests at once; Ctrl-C stops)")
+                     f"({parallel} request{'' if parallel == 1 else 's'} at once; Ctrl-C stops)")
         signal = _run_server(app, req.host, req.port, worker)
     finally:
         if worker is not None:
