@@ -1,13 +1,15 @@
-"""How ``run`` and ``bench`` load a pair: the llama.cpp options they share, the memory check before
-anything loads, and the engine settings that come out of it."""
+"""How ``run``, ``serve`` and ``bench`` load a pair: the options they share, the memory check
+before anything loads, and the engine settings that come out of it."""
 
 from __future__ import annotations
 
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import SpecdecError, UsageError
+from ..pairing.plan import DraftFlags, ModelChoice
 from ..terminal import console
 
 
@@ -24,6 +26,29 @@ class LoadOptions:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     verbose: bool = False
+
+
+@dataclass(frozen=True)
+class PairRequest:
+    """What ``run`` and ``serve`` requests share: which pair, how it loads, and how it drafts."""
+
+    models: ModelChoice = ModelChoice()
+    load: LoadOptions = LoadOptions()
+    draft: DraftFlags = DraftFlags()
+    registry: Path | None = None
+    yes: bool = False
+    no_draft: bool = False
+    method: str | None = None  # None or "auto", or one method forced: draft | eagle3 | dflash | dspark | ngram | mtp
+
+
+def plan_pair(req: PairRequest, **extra):
+    """The run plan of a request's pair (the registry read, downloads confirmed as ``--yes`` says)."""
+    from ..pairing.plan import build_plan
+    from ..pairing.registry import load_registry
+    from .consent import confirm_downloads
+
+    return build_plan(load_registry(req.registry), req.models, flags=req.draft, method=req.method,
+                      no_draft=req.no_draft, confirm=confirm_downloads(req.yes), **extra)
 
 
 def check_temperature(temp: float) -> None:

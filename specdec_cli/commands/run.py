@@ -12,28 +12,21 @@ from pathlib import Path
 
 from ..errors import EXIT_FAILURE, EXIT_OK, UsageError
 from ..models.methods import Method
-from ..pairing.plan import DraftFlags, ModelChoice
+from ..pairing.plan import DraftFlags
 from ..terminal import console, interrupts
 from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import PromptItem, decode_text, read_batch, read_prompt
 from .batch import run_batch
-from .loading import LoadOptions, check_temperature, open_engine
+from .loading import PairRequest, check_temperature, open_engine, plan_pair
 from .structured import check_before_load, grammars_for, unmet
 
 
 @dataclass(frozen=True)
-class RunRequest:
+class RunRequest(PairRequest):
     """Every option of ``specdec run``, as data."""
 
     prompt: str | None = None
     file: Path | None = None
-    models: ModelChoice = ModelChoice()
-    load: LoadOptions = LoadOptions()
-    draft: DraftFlags = DraftFlags()
-    registry: Path | None = None
-    yes: bool = False
-    no_draft: bool = False
-    method: str | None = None  # None or "auto", or one method forced: draft | eagle3 | dflash | dspark | ngram
     chat: bool = False
     system: str | None = None
     max_tokens: int = 256
@@ -64,9 +57,6 @@ class _Prompting:
 def run_request(req: RunRequest) -> int:
     from ..engine.runner import GenOptions
     from ..engine.verify import SamplingParams, resolve_seed
-    from ..pairing.plan import build_plan
-    from ..pairing.registry import load_registry
-    from .consent import confirm_downloads
 
     if req.batch is not None and (req.prompt is not None or req.file is not None):
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
@@ -80,10 +70,7 @@ def run_request(req: RunRequest) -> int:
         raise UsageError("--system needs --chat", hint="add --chat to apply the target's chat template with it")
     stop = [decode_text(s, "--stop") for s in req.stop]
 
-    plan = build_plan(
-        load_registry(req.registry), req.models, flags=req.draft, method=req.method, no_draft=req.no_draft,
-        follow_bench=not req.explain_divergence, confirm=confirm_downloads(req.yes),
-    )
+    plan = plan_pair(req, follow_bench=not req.explain_divergence)
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
     check_before_load(req.constraint, items, plan.method.value)

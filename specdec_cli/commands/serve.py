@@ -12,28 +12,19 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ..errors import EXIT_OK, UsageError
-from ..pairing.plan import DraftFlags, ModelChoice
 from ..terminal import console
-from .loading import LoadOptions, open_engine
+from .loading import PairRequest, open_engine, plan_pair
 
 SERVE_PARALLEL_MAX = 8  # requests decoding at once unless --parallel says more (the curve picks below it)
 QUEUE_PER_SLOT = 16  # requests that may wait per decoding sequence before the server answers 503
 
 
 @dataclass(frozen=True)
-class ServeRequest:
+class ServeRequest(PairRequest):
     """Every option of ``specdec serve``, as data."""
 
-    models: ModelChoice = ModelChoice()
-    load: LoadOptions = LoadOptions()
-    draft: DraftFlags = DraftFlags()
-    registry: Path | None = None
-    yes: bool = False
-    no_draft: bool = False
-    method: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
     parallel: int | None = None
@@ -47,21 +38,17 @@ def serve(req: ServeRequest) -> int:
     from ..engine.policy import choose_parallel
     from ..engine.runner import DraftOptions, GenOptions
     from ..engine.verify import SamplingParams
-    from ..pairing.plan import build_plan
-    from ..pairing.registry import load_registry
     from ..serve.app import create_app
     from ..serve.metrics import Metrics
     from ..serve.worker import Worker
     from .batch import batch_blocker
-    from .consent import confirm_downloads
     from .loading import fit_parallel
 
     api_key = req.api_key or os.environ.get("SPECDEC_API_KEY") or None
     _check_host(req.host, api_key)
     if not 0 < req.port < 65536:
         raise UsageError(f"--port {req.port} is not a port number", hint="use 1-65535, e.g. --port 8080")
-    plan = build_plan(load_registry(req.registry), req.models, flags=req.draft, method=req.method,
-                      no_draft=req.no_draft, confirm=confirm_downloads(req.yes))
+    plan = plan_pair(req)
     why = batch_blocker(plan)
     if why is not None:
         raise UsageError(f"specdec serve decodes requests together, and {why}",
