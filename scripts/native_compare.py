@@ -54,6 +54,7 @@ llama-server splits -c across its slots, -fa auto, the KV types, -fit off, --met
   ngramK   llama.cpp's ngram-mod: --spec-type ngram-mod --spec-ngram-mod-n-match 8 (--ngram-match)
            --spec-ngram-mod-n-max K --spec-ngram-mod-n-min 1 (--ngram-min; llama.cpp's default
            n-min 48 is above a small n-max, and such a drafter never proposes anything);
+  ngram-simple  llama.cpp's ngram-simple at its defaults (a 12-token lookup, up to 48 drafted);
   draft    the draft model: -md D --spec-type draft-simple --spec-draft-n-max (--draft-max)
            --spec-draft-n-min --spec-draft-p-min, draft threads and KV types as the target's.
 Once /health says ok (the model is loaded) and one short warm-up request is answered, every
@@ -480,7 +481,7 @@ def main() -> int:
 
 # --- server mode: batch throughput against llama-server -----------------------------------------
 
-SPEC_RE = re.compile(r"^(none|draft|ngram(\d+))$")
+SPEC_RE = re.compile(r"^(none|draft|ngram(\d+)|ngram-simple)$")
 FOLLOW_UPS = [  # session mode's later user turns, in turn order (cycled)
     "Now make it shorter and explain the key step in one sentence.",
     "Add error handling for bad input and show the full result again.",
@@ -513,7 +514,8 @@ def _spec_list(text: str) -> list[str]:
     out = [x.strip() for x in text.split(",") if x.strip()]
     for x in out:
         if not SPEC_RE.match(x) or x == "ngram0":
-            sys.exit(f"error: speculation {x!r}: use none, draft or ngramK (ngram-mod with n-max K, e.g. ngram16).")
+            sys.exit(f"error: speculation {x!r}: use none, draft, ngramK (ngram-mod with n-max K, e.g. ngram16) "
+                     "or ngram-simple.")
     return out or ["none"]
 
 
@@ -529,7 +531,9 @@ def server_cmd(args, cfg: ServerConfig, port: int) -> list[str]:
         "--cache-prompt" if args.cache_prompt == "on" else "--no-cache-prompt",
         "--metrics", "--no-webui", "-fit", "off",
     ]
-    if cfg.spec.startswith("ngram"):
+    if cfg.spec == "ngram-simple":  # llama.cpp's own defaults (size-n 12, size-m 48, min-hits 1)
+        cmd += ["--spec-type", "ngram-simple"]
+    elif cfg.spec.startswith("ngram"):
         cmd += ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", str(args.ngram_match),
                 "--spec-ngram-mod-n-max", cfg.spec[5:], "--spec-ngram-mod-n-min", str(args.ngram_min)]
     elif cfg.spec == "draft":

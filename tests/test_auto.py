@@ -85,6 +85,36 @@ def test_unwritable_cost_cache_is_only_a_note(tmp_path, monkeypatch):
     assert notes and "cannot write" in notes[0]
 
 
+def test_a_cached_curve_is_kept_only_while_passes_timed_now_agree():
+    cached = CostModel({1: 0.10, 4: 0.25, 16: 0.75})
+    assert costmodel.still_holds(cached, {1: 0.11, 4: 0.29})  # within the tolerance
+    assert not costmodel.still_holds(cached, {1: 0.10, 4: 0.60})  # short passes dearer than the cache says
+    assert not costmodel.still_holds(cached, {1: 0.10, 4: 0.15})  # ... or cheaper (busy when it was learned)
+    assert not costmodel.still_holds(cached, {1: 0.20, 4: 0.50})  # the machine itself is slower now
+    assert costmodel.still_holds(cached, {1: 0.10})  # a context too small to check a pass of 4
+
+
+def test_a_stale_cached_curve_is_measured_again(tiny_target, tmp_path, monkeypatch):
+    """A curve learned while short passes looked dear would keep auto from drafting for good."""
+    monkeypatch.setenv("SPECDEC_COST_CACHE", str(tmp_path / "c.json"))
+    notes: list[str] = []
+
+    def engine(**kw):
+        return Engine(tiny_target, None, options=EngineOptions(n_ctx=256, **EXACT, **kw),
+                      draft=DraftOptions(draft_max=8), method="auto", warn=notes.append)
+
+    eng = engine()
+    key = eng._cost_key(eng.target_model.path, 0)
+    costmodel.save_cached(key, CostModel({1: 1e-4, 4: 1.0, 16: 2.0}))  # a 4-token pass at 10,000 steps
+    assert eng.ensure_costs().source == "calibrated"
+    assert any("measuring it again" in n for n in notes)
+    assert eng.costs.pass_seconds(4) < 1.0
+    eng.close()  # saves the fresh curve, which the next load keeps
+    many = engine(n_seq=4)
+    assert many._cost_key(many.target_model.path, 0) != key  # many sequences per pass: a curve of their own
+    many.close()
+
+
 # --- the policy ---------------------------------------------------------------------------------
 def test_cpu_costs_refuse_the_draft_model_at_any_acceptance():
     c = cpu_like()

@@ -85,6 +85,7 @@ def test_bench_end_to_end_on_tiny_models(tiny_target, tiny_draft, tmp_path):
     assert {r["scenario"] for r in data["rows"]} == {"custom", "overall"}
     assert 0 <= data["python_overhead_fraction_median"] < 1
     for s in data["samples"]:
+        assert 0 <= s["n_substituted"] <= s["n_accepted"]  # kept tokens a learned edit wrote (auto's edit tracker)
         if s["config"]["use_draft"]:
             assert s["divergence"] is None  # f32 fixtures: greedy output identical to the target alone
     saved = json.loads((tmp_path / "config" / "specdec" / "tuned.json").read_text())

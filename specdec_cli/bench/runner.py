@@ -95,6 +95,7 @@ class Sample:
     peak_rss: int  # the process's peak resident memory so far, bytes
     n_target_passes: int = 0
     n_restores: int = 0  # checkpoints restored after a partial acceptance (recurrent/hybrid targets)
+    n_substituted: int = 0  # of the accepted tokens, those an edit learned from the output wrote (auto)
     tokens: list[int] = field(repr=False, default_factory=list)
     divergence: dict | None = None  # vs the target alone, when the outputs differ
 

@@ -8,9 +8,13 @@ then every real pass of the run, smoothed per batch size. Sizes not seen yet are
 interpolated linearly between measured ones and extended past the largest with the last
 segment's slope. Draft costs are kept per drafter, as seconds per drafted token.
 
-The curve is cached per model file, thread count, offload and device in the user cache
-(``$XDG_CACHE_HOME/specdec/costs.json``), so the next run starts calibrated. A corrupt or
-stale file gets a note and a recalibration, never a failure.
+The curve is cached per model file, thread count, offload, device and sequence count in the
+user cache (``$XDG_CACHE_HOME/specdec/costs.json``), so the next run starts calibrated. A
+corrupt or stale file gets a note and a recalibration, never a failure. A cached curve is
+checked when it is read (one pass of 1 and one of 4 tokens): a curve learned while the machine
+was busy, or one whose short passes were never tried again because they looked dear, would
+otherwise keep auto from drafting for good, since a size auto never drafts is never measured
+again.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ CALIBRATION_SIZES = (1, 2, 4, 16)  # about 15 decode steps in all on a 2-core CP
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)  # a pass over many sequences: measured too when they run
 SMOOTHING = 0.1  # weight of a new measurement in the running mean of its batch size
 CACHE_VERSION = 1
+CHECK_SIZE = 4  # the cached curve is checked at one step and at this pass size
+CHECK_TOLERANCE = 0.25  # relative disagreement (step, or the pass's ratio to it) that discards the cached curve
 
 
 class CostModel:
@@ -156,6 +162,20 @@ def calibrate(ctx, token: int, sizes=CALIBRATION_SIZES) -> dict[int, float]:
         out[b] = time.perf_counter() - t0
     ctx.kv_clear()
     return out
+
+
+def still_holds(model: CostModel, fresh: dict[int, float]) -> bool:
+    """Whether a cached curve agrees with passes timed now (``calibrate(ctx, tok, (1, CHECK_SIZE))``):
+    the step within ``CHECK_TOLERANCE`` and the short pass's cost in steps too."""
+    one, b = fresh.get(1), max(fresh)
+    if not one or b == 1:
+        return True
+    old_one, old_b = model.pass_seconds(1), model.pass_seconds(b)
+
+    def close(new: float, old: float) -> bool:
+        return abs(new - old) <= CHECK_TOLERANCE * old
+
+    return close(one, old_one) and close(fresh[b] / one, old_b / old_one)
 
 
 def calibrate_draft(ctx, token: int, n: int = 2) -> float:

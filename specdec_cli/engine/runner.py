@@ -170,6 +170,8 @@ class Engine:
             extra += f"|draft-{d.name}:{d.stat().st_size}"
         if "mtp" in self.drafters:
             extra += "|mtp"
+        if o.n_seq > 1:  # many sequences per pass: their passes cost more per token than one sequence's
+            extra += f"|seqs{o.n_seq}"
         return costmodel.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
                                    device=costmodel.device_name(ngl), extra=extra)
 
@@ -183,7 +185,15 @@ class Engine:
         c = self.costs
         tok = max(0, self.target_model.bos)
         if cached is not None:
+            fresh = costmodel.calibrate(self.target_ctx, tok, (1, costmodel.CHECK_SIZE))
+            if not costmodel.still_holds(cached, fresh):
+                if self.warn:
+                    self.warn("the cached cost curve no longer matches this machine's passes; measuring it again")
+                cached = None
+        if cached is not None:
             c.adopt(cached)
+            for b, sec in fresh.items():
+                c.observe_pass(b, sec)
         else:
             for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
                 c.observe_pass(b, sec)
