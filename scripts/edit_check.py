@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from native_compare import (  # noqa: E402
-    ServerConfig,
     Server,
+    ServerConfig,
     _common_server_args,
     _completion,
     _log_dir,
