@@ -113,19 +113,24 @@ def main() -> int:
                     help="comma-separated bench scenarios and JSONL files")
     ap.add_argument("--servers", default="ngram4,ngram16,ngram-simple",
                     help='llama-server modes, comma-separated (ngramK, ngram-simple, none); "" for none')
+    ap.add_argument("--ids", help="only these prompt ids (comma-separated)")
+    ap.add_argument("--no-alone", action="store_true", help="leave out auto with no draft model")
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     servers = _spec_list(args.servers) if args.servers.strip() else []
     _resolve_models(args, need_draft=True)
     log_dir, _tmp = _log_dir(args)
     prompts = load_sets(args.sets)
+    if args.ids:
+        wanted = set(args.ids.split(","))
+        prompts = [p for p in prompts if p[1] in wanted]
 
     eng = Engine(str(args.target), str(args.draft), options=EngineOptions(n_ctx=args.ctx),
                  draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)
     model_drafter = eng.drafters["auto"].model
     eng.ensure_costs()
     eng.generate(eng.tokenize_prompt("hello"), GenOptions(max_tokens=4), use_draft=False)  # warm-up
-    systems = [BASE, BESIDE, ALONE] + [f"llama.cpp {s}" for s in servers]
+    systems = [BASE, BESIDE] + ([] if args.no_alone else [ALONE]) + [f"llama.cpp {s}" for s in servers]
     print(f"{len(prompts)} prompts, -n {args.max_tokens}, {args.rounds} round(s); systems: {', '.join(systems)}",
           flush=True)
 
@@ -173,7 +178,7 @@ def main() -> int:
         natives = [s for s in systems if s.startswith("llama.cpp ")]
         if natives:
             best = max(natives, key=lambda s: summary[set_name][s])
-            for s in (BESIDE, ALONE):
+            for s in (x for x in (BESIDE, ALONE) if x in systems):
                 print(f"    {s} over {best} (llama.cpp's best here): "
                       f"{summary[set_name][s] / summary[set_name][best]:.2f}x")
     every = {s: [r["systems"][s]["ratio"] for r in rows] for s in systems}

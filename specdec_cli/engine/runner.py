@@ -186,6 +186,9 @@ class Engine:
         tok = max(0, self.target_model.bos)
         if cached is not None:
             fresh = costmodel.calibrate(self.target_ctx, tok, (1, costmodel.CHECK_SIZE))
+            if not costmodel.still_holds(cached, fresh):  # once more, to tell a stall from a change
+                again = costmodel.calibrate(self.target_ctx, tok, (1, costmodel.CHECK_SIZE))
+                fresh = {b: min(sec, again.get(b, sec)) for b, sec in fresh.items()}
             if not costmodel.still_holds(cached, fresh):
                 if self.warn:
                     self.warn("the cached cost curve no longer matches this machine's passes; measuring it again")
