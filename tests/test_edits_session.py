@@ -108,3 +108,62 @@ def test_without_edits_the_index_keeps_proposing_the_original():
     out2 = [t for step in session2.run(prompt, len(renamed)) for t in step.tokens]
     assert out2 == renamed
     assert session2.stats.n_target_passes < session.stats.n_target_passes
+
+
+class NoisyScriptedTarget(ScriptedTarget):
+    """The script's token is the likely one at every position, but not the only one: the law of
+    the token after position p is softmax(``lift`` on ``script[p]``), whatever came before."""
+
+    def __init__(self, script: list[int], eog: int, lift: float):
+        super().__init__(script, eog)
+        self.lift = lift
+
+    def decode(self, tokens, pos0, *, outputs="last", skip=0) -> None:
+        super().decode(tokens, pos0, outputs=outputs, skip=skip)
+        for row in self._rows:
+            row *= self.lift / 10.0
+            row[self.model.eog] = -30.0  # the generation never ends early
+
+    def law(self, pos: int) -> np.ndarray:
+        row = np.zeros(N_VOCAB)
+        row[self.script[pos]] = self.lift
+        row[self.model.eog] = -30.0
+        p = np.exp(row - row.max())
+        return p / p.sum()
+
+
+def test_sampling_with_substitutions_proposed_still_follows_the_targets_law():
+    """Exact verification with the edit tracker's substituted copies among the proposals: the
+    tokens at two positions where the rename falls must follow the target's own law (chi-square).
+
+    The tracker first learns the rename on a greedy run; every sampled run then starts from a
+    copy of it, so substituted proposals are drafted wherever the sampled output follows the copy."""
+    import copy
+    from collections import Counter
+
+    from specdec_cli.engine.verify import Sampler, SamplingParams, make_verifier
+    from test_exact_sampling import ALPHA, SAMPLING, chi_square
+
+    src, renamed = _source()
+    prompt = [1, 2, 3] + src + [4]
+    script = prompt + renamed
+    learned = AutoDrafter(gpu_like())
+    warm = Session(ScriptedTarget(script, 63), GreedyVerifier(), learned, draft_max=16)
+    for _ in warm.run(prompt, len(renamed)):
+        pass
+    # the third rename of the first line pair: output positions of the second line's 8 9
+    at = [i for i, t in enumerate(renamed) if t == 8][2]
+    target = NoisyScriptedTarget(script, 63, lift=7.0)  # the script's token ~ 0.94
+    p1, p2 = target.law(len(prompt) + at), target.law(len(prompt) + at + 1)
+    law = {(a, b): p1[a] * p2[b] for a in range(N_VOCAB) for b in range(N_VOCAB)}
+    n, seen, substituted = 1500, Counter(), 0
+    for seed in range(n):
+        auto = copy.deepcopy(learned)
+        sampler = Sampler(SamplingParams(**SAMPLING, seed=seed))
+        session = Session(target, make_verifier("exact", sampler), auto, draft_max=16)
+        out = [t for step in session.run(prompt, at + 2) for t in step.tokens]
+        seen[(out[at], out[at + 1])] += 1
+        substituted += session.stats.n_substituted > 0
+    stat, df, p = chi_square(seen, law, n)
+    assert substituted > n // 4, substituted  # substituted proposals were drafted and kept in many runs
+    assert p >= ALPHA, f"chi2={stat:.1f} df={df} p={p:.3g}"

@@ -189,9 +189,7 @@ class Engine:
             if not costmodel.still_holds(cached, fresh):  # once more, to tell a stall from a change
                 again = costmodel.calibrate(self.target_ctx, tok, (1, costmodel.CHECK_SIZE))
                 fresh = {b: min(sec, again.get(b, sec)) for b, sec in fresh.items()}
-            if not costmodel.still_holds(cached, fresh):
-                if self.warn:
-                    self.warn("the cached cost curve no longer matches this machine's passes; measuring it again")
+            if not costmodel.still_holds(cached, fresh):  # measured again, silently: --json's source says so
                 cached = None
         if cached is not None:
             c.adopt(cached)
