@@ -124,6 +124,8 @@ def main() -> int:
     if args.ids:
         wanted = set(args.ids.split(","))
         prompts = [p for p in prompts if p[1] in wanted]
+    if not prompts:
+        sys.exit(f"error: no prompt of {args.sets!r} has an id in --ids {args.ids!r}.")
 
     eng = Engine(str(args.target), str(args.draft), options=EngineOptions(n_ctx=args.ctx),
                  draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)

@@ -177,6 +177,17 @@ def still_holds(model: CostModel, fresh: dict[int, float]) -> bool:
     return abs(fresh[b] / one - old) <= CHECK_TOLERANCE * old
 
 
+def recheck(ctx, token: int, cached: CostModel) -> dict[int, float] | None:
+    """Passes of 1 and ``CHECK_SIZE`` tokens timed now on ``ctx``, when ``cached`` still holds
+    against them (timed once more before giving up, to tell a stall from a change); None when
+    the cached curve must be measured again."""
+    fresh = calibrate(ctx, token, (1, CHECK_SIZE))
+    if not still_holds(cached, fresh):
+        again = calibrate(ctx, token, (1, CHECK_SIZE))
+        fresh = {b: min(sec, again.get(b, sec)) for b, sec in fresh.items()}
+    return fresh if still_holds(cached, fresh) else None
+
+
 def calibrate_draft(ctx, token: int, n: int = 2) -> float:
     """Seconds per one-token draft decode on ``ctx`` (cleared before and after)."""
     ctx.kv_clear()

@@ -184,14 +184,9 @@ class Engine:
         cached = costmodel.load_cached(key, self.warn)
         c = self.costs
         tok = max(0, self.target_model.bos)
-        if cached is not None:
-            fresh = costmodel.calibrate(self.target_ctx, tok, (1, costmodel.CHECK_SIZE))
-            if not costmodel.still_holds(cached, fresh):  # once more, to tell a stall from a change
-                again = costmodel.calibrate(self.target_ctx, tok, (1, costmodel.CHECK_SIZE))
-                fresh = {b: min(sec, again.get(b, sec)) for b, sec in fresh.items()}
-            if not costmodel.still_holds(cached, fresh):  # measured again, silently: --json's source says so
-                cached = None
-        if cached is not None:
+        # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
+        fresh = costmodel.recheck(self.target_ctx, tok, cached) if cached is not None else None
+        if fresh is not None:
             c.adopt(cached)
             for b, sec in fresh.items():
                 c.observe_pass(b, sec)
