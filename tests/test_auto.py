@@ -92,6 +92,24 @@ def test_a_cached_curve_is_kept_only_while_passes_timed_now_agree():
     assert not costmodel.still_holds(cached, {1: 0.10, 4: 0.15})  # ... or cheaper (busy when it was learned)
     assert costmodel.still_holds(cached, {1: 0.20, 4: 0.50})  # uniformly slower: every decision stands
     assert costmodel.still_holds(cached, {1: 0.10})  # a context too small to check a pass of 4
+    assert costmodel.still_holds(cached, {1: 0.10, 4: 0.25, 16: 0.80})
+    assert not costmodel.still_holds(cached, {1: 0.10, 4: 0.25, 16: 1.50})  # long passes went stale alone
+
+
+def test_a_size_that_looks_dear_heals_from_the_few_passes_it_still_gets():
+    """Stalls move a size's cost up a little; it is then drafted less, so the measurements that
+    bring it back are few: they must weigh more than the stalls did."""
+    c = CostModel({1: 1.0, 4: 3.0, 16: 9.0})
+    for _ in range(5):
+        c.observe_pass(16, 30.0)  # five stalls in a row
+    stalled = c.pass_seconds(16)
+    assert stalled < 9.0 * 1.3
+    for _ in range(3):
+        c.observe_pass(16, 9.0)  # three real passes
+    assert c.pass_seconds(16) - 9.0 < (stalled - 9.0) / 2
+    between = c.pass_seconds(8)
+    c.observe_pass(8, 100.0)  # a new size's first pass, stalled: bounded by what its neighbours say
+    assert c.pass_seconds(8) <= 1.5 * between + 1e-9
 
 
 def test_a_stale_cached_curve_is_measured_again(tiny_target, tmp_path, monkeypatch):

@@ -11,10 +11,11 @@ segment's slope. Draft costs are kept per drafter, as seconds per drafted token.
 The curve is cached per model file, thread count, offload, device and sequence count in the
 user cache (``$XDG_CACHE_HOME/specdec/costs.json``), so the next run starts calibrated. A
 corrupt or stale file gets a note and a recalibration, never a failure. A cached curve is
-checked when it is read (one pass of 1 and one of 4 tokens): a curve learned while the machine
-was busy, or one whose short passes were never tried again because they looked dear, would
-otherwise keep auto from drafting for good, since a size auto never drafts is never measured
-again.
+checked when it is read (passes of 1, 4 and 16 tokens): a curve learned while the machine was
+busy, or one whose passes were never tried again because they looked dear, would otherwise
+keep auto from drafting for good, since a size auto never drafts is never measured again. The
+check costs about what calibrating does; the cache still brings the sizes measured at the
+run's real context depths and the draft costs.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from pathlib import Path
 
 CALIBRATION_SIZES = (1, 2, 4, 16)  # about 15 decode steps in all on a 2-core CPU
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)  # a pass over many sequences: measured too when they run
-SMOOTHING = 0.1  # weight of a new measurement in the running mean of its batch size
+SMOOTHING = 0.1  # weight of a new measurement dearer than the running value of its batch size
+SMOOTHING_DOWN = 0.3  # ... and of a cheaper one: a size that looks dear is drafted less, so measured less
+STALL_CAP = 1.5  # a measurement counts as at most this multiple of the running value (a stall, not a cost)
 CACHE_VERSION = 1
-CHECK_SIZE = 4  # the cached curve is checked at one step and at this pass size
-CHECK_TOLERANCE = 0.25  # relative disagreement of that pass's cost in steps that discards the cached curve
+CHECK_SIZES = (1, 4, 16)  # the cached curve is checked at one step and at these pass sizes
+CHECK_TOLERANCE = 0.25  # relative disagreement of a pass's cost in steps that discards the cached curve
 
 
 class CostModel:
@@ -60,27 +63,26 @@ class CostModel:
             return
         old = self._pass.get(n_tokens)
         if old is None:
-            if self._sizes:  # a new size starts from what its neighbours say, a stall bounded as for them
-                seconds = min(seconds, 3 * self.pass_seconds(n_tokens))
+            if self._sizes:  # a new size starts from what it measured, a stall bounded by what its neighbours say
+                seconds = min(seconds, STALL_CAP * self.pass_seconds(n_tokens))
             self._pass[n_tokens] = seconds
             bisect.insort(self._sizes, n_tokens)
         else:
-            # a single stall (the OS, another process) must not swing the curve
-            self._pass[n_tokens] = old + SMOOTHING * (min(seconds, 3 * old) - old)
+            self._pass[n_tokens] = _smoothed(old, seconds)
 
     def observe_checkpoint(self, what: str, seconds: float) -> None:
         """One state copy, ``what`` = "save" or "restore", of a checkpointed target."""
         if self.checkpoint is None or self.frozen:
             return
         old = self.checkpoint.get(what)
-        self.checkpoint[what] = seconds if old is None else old + SMOOTHING * (min(seconds, 3 * old) - old)
+        self.checkpoint[what] = seconds if old is None else _smoothed(old, seconds)
 
     def observe_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
         if n_tokens <= 0 or self.frozen:
             return
         per = seconds / n_tokens
         old = self.drafts.get(drafter)
-        self.drafts[drafter] = per if old is None else old + SMOOTHING * (min(per, 3 * old) - old)
+        self.drafts[drafter] = per if old is None else _smoothed(old, per)
 
     def sizes(self) -> list[int]:
         """The batch sizes measured so far."""
@@ -149,6 +151,18 @@ class CostModel:
         return cls(passes, drafts)
 
 
+def _smoothed(old: float, seconds: float) -> float:
+    """The running value after one more measurement. Asymmetric, because the errors are: a cost
+    that looks too low is drafted at, so measured again and corrected; one that looks too high
+    is avoided, so rarely measured again. A stall (the OS, another process) therefore moves it
+    up a little, and the few measurements a dear-looking size still gets bring it down fast.
+    (On a curve smoothed symmetrically, a few stalls at one size kept auto from drafting that
+    size, and every larger one, for good.)"""
+    if seconds >= old:
+        return old + SMOOTHING * (min(seconds, STALL_CAP * old) - old)
+    return old + SMOOTHING_DOWN * (seconds - old)
+
+
 def calibrate(ctx, token: int, sizes=CALIBRATION_SIZES) -> dict[int, float]:
     """Time one pass at each size on ``ctx``'s empty cache (cleared before and after)."""
     sizes = [b for b in sizes if b <= ctx.params.n_outputs_max]
@@ -165,25 +179,29 @@ def calibrate(ctx, token: int, sizes=CALIBRATION_SIZES) -> dict[int, float]:
 
 
 def still_holds(model: CostModel, fresh: dict[int, float]) -> bool:
-    """Whether a cached curve agrees with passes timed now (``calibrate(ctx, tok, (1, CHECK_SIZE))``):
-    the short pass's cost in decode steps within ``CHECK_TOLERANCE``. Only the ratio is compared:
+    """Whether a cached curve agrees with passes timed now (``calibrate(ctx, tok, CHECK_SIZES)``):
+    each pass's cost in decode steps within ``CHECK_TOLERANCE``. Only ratios are compared:
     the cached step was learned at the run's real context depths, the fresh one on the empty
     cache, and a uniformly slower machine changes no decision (every step the run takes
     re-measures it)."""
-    one, b = fresh.get(1), max(fresh)
-    if not one or b == 1:
+    one = fresh.get(1)
+    if not one:
         return True
-    old = model.pass_seconds(b) / model.pass_seconds(1)
-    return abs(fresh[b] / one - old) <= CHECK_TOLERANCE * old
+    for b, sec in fresh.items():
+        old = model.pass_seconds(b) / model.pass_seconds(1)
+        if abs(sec / one - old) > CHECK_TOLERANCE * old:
+            return False
+    return True
 
 
 def recheck(ctx, token: int, cached: CostModel) -> dict[int, float] | None:
-    """Passes of 1 and ``CHECK_SIZE`` tokens timed now on ``ctx``, when ``cached`` still holds
-    against them (timed once more before giving up, to tell a stall from a change); None when
-    the cached curve must be measured again."""
-    fresh = calibrate(ctx, token, (1, CHECK_SIZE))
+    """Passes of ``CHECK_SIZES`` tokens timed now on ``ctx``, when ``cached`` still holds against
+    them (timed once more before giving up, to tell a stall from a change); None when the
+    cached curve must be measured again. The long pass is checked too: a stale cost there is
+    what keeps long copies from being drafted."""
+    fresh = calibrate(ctx, token, CHECK_SIZES)
     if not still_holds(cached, fresh):
-        again = calibrate(ctx, token, (1, CHECK_SIZE))
+        again = calibrate(ctx, token, CHECK_SIZES)
         fresh = {b: min(sec, again.get(b, sec)) for b, sec in fresh.items()}
     return fresh if still_holds(cached, fresh) else None
 
