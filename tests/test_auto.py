@@ -42,6 +42,19 @@ def test_cost_curve_interpolates_and_extends():
     assert c.pass_seconds(4) < 4.0 * 1.3  # a single stall cannot swing the curve
 
 
+def test_the_curve_follows_the_decode_step_as_the_context_deepens():
+    """Sizes drafted at different depths must not mix: a pass costs a steady multiple of a step."""
+    c = CostModel({1: 1.0, 2: 1.7, 4: 3.0, 16: 9.5})
+    for _ in range(30):
+        c.observe_pass(1, 1.5)  # deeper in the context: steps cost half as much again
+    assert c.pass_seconds(1) == pytest.approx(1.5, rel=0.01)
+    assert c.pass_seconds(16) / c.pass_seconds(1) == pytest.approx(9.5)
+    c.observe_pass(2, 1.7 * 1.5)  # a 2-token pass at that depth agrees: nothing moves
+    assert c.pass_seconds(2) / c.pass_seconds(1) == pytest.approx(1.7, rel=1e-3)
+    c.observe_pass(1, 100.0)  # a stalled step moves the curve by a tenth at most
+    assert c.pass_seconds(1) < 1.5 * 1.11
+
+
 def test_frozen_model_ignores_measurements():
     c = cpu_like()
     c.observe_pass(1, 10.0)
