@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from .costmodel import CostModel
 
-
 MIN_GAIN = 0.03  # a draft must beat plain decoding by this share: its cost is sure, its gain an estimate
 
 
