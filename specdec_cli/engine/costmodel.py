@@ -44,8 +44,9 @@ class CostModel:
     def __init__(self, passes: dict[int, float] | None = None, drafts: dict[str, float] | None = None,
                  *, frozen: bool = False):
         """``frozen``: ignore measurements (an injected curve, for tests and what-ifs)."""
-        self._pass: dict[int, float] = dict(passes or {})
+        self._pass: dict[int, float] = dict(passes or {})  # seconds, to be multiplied by _scale
         self._sizes = sorted(self._pass)
+        self._scale = 1.0  # how the decode step has moved since (``_follow_step``)
         self.drafts: dict[str, float] = dict(drafts or {})
         self.frozen = frozen
         self.source = "injected" if frozen else ("calibrated" if passes else "empty")
@@ -56,6 +57,7 @@ class CostModel:
     def adopt(self, other: CostModel) -> None:
         """Take ``other``'s tables (a cached model), keeping this object shared with its users."""
         self._pass, self._sizes, self.drafts = dict(other._pass), list(other._sizes), dict(other.drafts)
+        self._scale = other._scale
         self.source, self.frozen = other.source, other.frozen
 
     # --- measurements ------------------------------------------------------------------------
@@ -66,12 +68,12 @@ class CostModel:
         if old is None:
             if self._sizes:  # a new size starts from what it measured, a stall bounded by what its neighbours say
                 seconds = min(seconds, STALL_CAP * self.pass_seconds(n_tokens))
-            self._pass[n_tokens] = seconds
+            self._pass[n_tokens] = seconds / self._scale
             bisect.insort(self._sizes, n_tokens)
         elif n_tokens == 1:
-            self._follow_step(old, seconds)
+            self._follow_step(old * self._scale, seconds)
         else:
-            self._pass[n_tokens] = _smoothed(old, seconds)
+            self._pass[n_tokens] = _smoothed(old * self._scale, seconds) / self._scale
 
     def _follow_step(self, old: float, seconds: float) -> None:
         """A decode step moves the whole curve with it. Every pass grows with the context's depth
@@ -82,8 +84,7 @@ class CostModel:
         depth (timed at 0, 300 and 1,000 tokens: 1.6-1.8 at 2, 2.8-3.2 at 4, 8.6-9.7 at 16), so
         the multiples are kept and the step is followed."""
         new = old + STEP_SMOOTHING * (min(seconds, STALL_CAP * old) - old)
-        for b in self._sizes:
-            self._pass[b] *= new / old
+        self._scale *= new / old  # one product per step, whatever the number of sizes
 
     def observe_checkpoint(self, what: str, seconds: float) -> None:
         """One state copy, ``what`` = "save" or "restore", of a checkpointed target."""
@@ -108,6 +109,9 @@ class CostModel:
         """Estimated seconds of one target pass over ``n_tokens`` tokens: interpolated between the
         sizes measured, and never less than a smaller pass was measured to cost (more tokens are
         never cheaper; a noisy point must not make drafts look free)."""
+        return self._scale * self._unscaled(n_tokens)
+
+    def _unscaled(self, n_tokens: int) -> float:
         p, sizes = self._pass, self._sizes
         if not sizes:
             return float(n_tokens)  # uncalibrated: linear, so nothing looks cheap
@@ -150,7 +154,7 @@ class CostModel:
     def to_dict(self) -> dict:
         out = {
             "source": self.source,
-            "pass_ms": {str(b): round(s * 1e3, 3) for b, s in sorted(self._pass.items())},
+            "pass_ms": {str(b): round(s * self._scale * 1e3, 3) for b, s in sorted(self._pass.items())},
             "draft_ms_per_token": {k: round(v * 1e3, 3) for k, v in self.drafts.items()},
         }
         if self.checkpoint is not None:
