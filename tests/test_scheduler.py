@@ -10,7 +10,7 @@ import pytest
 from specdec_cli.engine.costmodel import CostModel
 from specdec_cli.engine.policy import best_length, choose_parallel, plan_pass
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
-from specdec_cli.engine.scheduler import Job
+from specdec_cli.engine.scheduler import Job, cells_for
 from specdec_cli.engine.verify import SamplingParams
 from test_auto import REPEATING, cpu_like, gpu_like
 from test_exact_sampling import EOG, SAMPLING, chi_square
@@ -226,3 +226,41 @@ def test_parallel_is_never_more_than_the_prompts_and_is_lowered_to_fit(tiny_targ
     fits = {1: True, 2: True, 3: True, 4: False, 6: False, 8: False}
     monkeypatch.setattr(loading, "_estimate", lambda _p, _d, _l, n=1: type("E", (), {"fits": fits[n]})())
     assert loading.fit_parallel(plan, loading.LoadOptions(), 4, 8) == 3
+
+
+# --- caches sized to the jobs --------------------------------------------------------------------
+def test_cells_for_counts_the_longest_jobs_that_can_be_held_at_once():
+    assert cells_for([10, 50, 30, 20], 2, 4096) == 80  # the two longest
+    assert cells_for([10, 50, 30, 20], 8, 4096) == 110  # fewer jobs than sequences: all of them
+    assert cells_for([9000, 10], 2, 4096) == 4106  # a job never holds more than its context
+
+
+def test_caches_sized_to_the_jobs_decode_each_as_alone(tiny_target, tiny_draft):
+    """A batch's caches hold what its n_seq longest jobs need, far fewer cells than n_seq whole
+    contexts, and every job still decodes as alone: more jobs than sequences (finished ones keep
+    their cells until their sequence is taken), a shared prefix, drafts of every kind."""
+    texts = PROMPTS + ["we can see that one of the world " * 3 + t for t in ("hello", "the cat", "a b c")]
+    gen = GenOptions(max_tokens=100)
+    sized: list[list[int]] = []
+
+    def cells(engine) -> int:
+        sized[:] = [engine.tokenize_prompt(t) for t in texts]
+        return cells_for([len(p) + gen.max_tokens for p in sized], 3, engine.options.n_ctx)
+
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=1024, n_seq=3, **EXACT),
+                 draft=DraftOptions(draft_max=8, p_min=0.0), method="auto", cells=cells)
+    try:
+        eng.set_costs(gpu_like(0.02))  # so the draft model and the index both draft
+        assert eng.n_cells == cells_for([len(p) + 100 for p in sized], 3, 1024) < 3 * 1024
+        assert eng.target_ctx.n_ctx < 3 * 1024 and eng.draft_ctx.n_ctx < 3 * 1024
+        alone = _alone(eng, sized, gen)
+        drafters, reused = Counter(), 0
+        for job, res in eng.run_many([Job(i, p) for i, p in enumerate(sized)], gen, n_parallel=3):
+            assert res.tokens == alone[job.index].tokens, job.index
+            assert res.stats.stop_reason == alone[job.index].stats.stop_reason
+            drafters.update(res.stats.steps_by_drafter)
+            reused += res.stats.n_prompt_reused
+        assert drafters["ngram"] and drafters["draft"], drafters
+        assert reused > 0
+    finally:
+        eng.close()

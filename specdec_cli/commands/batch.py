@@ -10,7 +10,7 @@ the run after the finished lines, in order and whole.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -47,9 +47,10 @@ def job_seed(seed: int | None, index: int) -> int | None:
     return int(np.random.SeedSequence([seed, index]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
-def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem], list[int]], gen, req,
+def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, req,
               meta: dict, n_seq: int, grammars: list | None = None) -> int:
-    """Decode every prompt, write its line in input order, summarise on stderr; the exit code.
+    """Decode every prompt (``prompts[i]``: item i's tokens), write its line in input order,
+    summarise on stderr; the exit code.
     ``grammars[i]``: prompt i's compiled constraint (its own, or the run's), None for none; a
     prompt whose output does not satisfy it makes the exit code 1."""
     from ..engine.policy import choose_parallel
@@ -57,9 +58,9 @@ def run_batch(engine, items: list[PromptItem], tokens_of: Callable[[PromptItem],
     from ..engine.stats import GenerationStats
 
     grammars = grammars or [None] * len(items)
-    jobs = [Job(i, tokens_of(item), job_seed(gen.sampling.seed, i),
-                gen=replace(gen, grammar=g) if g is not gen.grammar else None) for i, (item, g) in
-            enumerate(zip(items, grammars))]
+    jobs = [Job(i, tokens, job_seed(gen.sampling.seed, i),
+                gen=replace(gen, grammar=g) if g is not gen.grammar else None)
+            for i, (tokens, g) in enumerate(zip(prompts, grammars))]
     method = engine.method
     parallel = 1
     if n_seq > 1 and engine.batch_support(method) is None:

@@ -158,11 +158,12 @@ def warn_snapshot_cap(plan) -> None:
 
 
 def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bool = False, quiet: bool = False,
-                describe: str | None = None, n_seq: int = 1):
+                describe: str | None = None, n_seq: int = 1, cells=None):
     """Everything between a plan and a loaded engine, in order: the plan's notes, the memory
     check (which chooses the offload), what runs (``describe``, unless ``quiet``), then the load.
     ``draft``: the engine's ``DraftOptions``; its ``draft_max`` sizes the memory check. Returns the
-    engine and the memory estimate it was loaded under."""
+    engine and the memory estimate it was loaded under. ``cells``: the engine's (``Engine``), sizing
+    the caches of many sequences to the jobs; the memory check counts ``n_seq`` whole contexts."""
     from ..engine.runner import Engine
     from ..models.methods import Method
 
@@ -172,5 +173,5 @@ def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bo
     if describe and not quiet:
         console.note(describe)
     engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est, n_seq), draft=draft,
-                    method=method, mtp=plan.drafter is Method.MTP, warn=console.warn)
+                    method=method, mtp=plan.drafter is Method.MTP, warn=console.warn, cells=cells)
     return engine, est

@@ -75,8 +75,18 @@ def run_request(req: RunRequest) -> int:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
     check_before_load(req.constraint, items, plan.method.value)
     n_seq = _parallel_limit(plan, req, len(items)) if req.batch is not None else 1
+    prompting = _Prompting(req.chat, system)
+    prompts: list[list[int]] = []  # --batch: every prompt's tokens, read before the caches are sized
+
+    def cells(engine) -> int:
+        from ..engine.scheduler import cells_for
+
+        prompts[:] = [_prompt_tokens(engine, item, prompting) for item in items]
+        return cells_for([len(t) + req.max_tokens for t in prompts], n_seq, engine.options.n_ctx)
+
     engine, _ = open_engine(plan, req.load, _draft_options(plan), method=plan.method.value, force=req.force,
-                            quiet=req.quiet, describe=_describe(plan), n_seq=n_seq)
+                            quiet=req.quiet, describe=_describe(plan), n_seq=n_seq,
+                            cells=cells if req.batch is not None else None)
     try:
         seed = resolve_seed(req.seed) if req.temp > 0 else req.seed
         gen = GenOptions(
@@ -94,10 +104,10 @@ def run_request(req: RunRequest) -> int:
             "draft_max": plan.draft_max.value if plan.method.value else None,
             "draft_p_min": plan.p_min.value if plan.draft.value else None,
         }
-        prompting = _Prompting(req.chat, system)
         if req.batch is not None:
-            return run_batch(engine, items, lambda item: _prompt_tokens(engine, item, prompting), gen, req, meta,
-                             n_seq, grammars=per_item)
+            if not prompts:  # one sequence at a time: no caches to size, the prompts are read now
+                prompts[:] = [_prompt_tokens(engine, item, prompting) for item in items]
+            return run_batch(engine, items, prompts, gen, req, meta, n_seq, grammars=per_item)
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:
         engine.close()

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 CALIBRATION_SIZES = (1, 2, 4, 16)  # about 15 decode steps in all on a 2-core CPU
-BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)  # a pass over many sequences: measured too when they run
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)  # one token per sequence: measured up to the sequences that run
 SMOOTHING = 0.1  # weight of a new measurement dearer than the running value of its batch size
 SMOOTHING_DOWN = 0.3  # ... and of a cheaper one: a size that looks dear is drafted less, so measured less
 STALL_CAP = 1.5  # a measurement counts as at most this multiple of the running value (a stall, not a cost)

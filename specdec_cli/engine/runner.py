@@ -101,6 +101,7 @@ class Engine:
         method: str | None = None,
         mtp: bool = False,
         warn: Callable[[str], None] | None = None,
+        cells: Callable[[Engine], int] | None = None,
     ):
         """``method``: the drafting method generations use by default: "draft" (a classic
         draft model), "eagle3", "dflash" or "dspark" (a draft head, which reads this target's
@@ -112,7 +113,10 @@ class Engine:
         costs measured on this machine. ``mtp`` loads the MTP layers (method "mtp" implies it).
         ``warn`` receives notes on settings a drafter cannot honour (a draft longer than a
         head's block), on a target that cannot take drafts back at all (auto then runs it
-        alone) and on an unusable cost cache."""
+        alone) and on an unusable cost cache. ``cells``: with ``n_seq`` > 1, called once the
+        target is loaded and before any context is made, with this engine (it can tokenize by
+        then): the cells the unified caches need, when the jobs are known up front
+        (``scheduler.cells_for``); None: ``n_seq`` × ``n_ctx``, as for a server."""
         self.options = opts = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
         self.method = method or ("draft" if draft_path is not None else None)
@@ -124,6 +128,12 @@ class Engine:
         if use_mtp and not self.target_model.mtp_loaded:
             raise UsageError(f"{self.target_model.path.name} has no MTP (nextn) layers to draft with",
                              hint="use a GGUF converted with its MTP layers, or another drafting method")
+        # the many-sequence caches: every cell is allocated and cleared when the context is made
+        # (about a second per GB here), so a batch of short jobs gets what it can use, not n_seq
+        # whole contexts (12 × 4,096 cells are 1.4 GB for a 1.5B target)
+        self.n_cells = opts.n_seq * opts.n_ctx
+        if opts.n_seq > 1 and cells is not None:
+            self.n_cells = max(1, min(self.n_cells, cells(self)))
         self.draft_model: Model | None = None
         self.draft_ctx: Context | None = None
         # output rows are allocated as used, so room for the longest draft costs nothing up front;
@@ -194,8 +204,9 @@ class Engine:
             for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
                 c.observe_pass(b, sec)
             c.source = "calibrated"
-        if self.options.n_seq > 1:  # passes over many sequences are larger: measure up to them
-            missing = [b for b in costmodel.BATCH_SIZES if b not in c.sizes()]
+        if self.options.n_seq > 1:  # how many sequences pay at once is read off sizes up to n_seq; the
+            # larger passes (drafts on top, prompts riding along) are timed as the run makes them
+            missing = [b for b in costmodel.BATCH_SIZES if b <= self.options.n_seq and b not in c.sizes()]
             for b, sec in costmodel.calibrate(self.target_ctx, tok, missing).items():
                 c.observe_pass(b, sec)
         if self.draft_ctx is not None and "draft" in self.drafters and "draft" not in c.drafts:
@@ -254,7 +265,7 @@ class Engine:
         return ContextParams(
             n_rs_seq=n_rs_seq,
             n_seq_max=n_seq,
-            n_ctx=n_seq * o.n_ctx,
+            n_ctx=self.n_cells if n_seq > 1 else o.n_ctx,
             n_batch=o.n_batch,
             n_ubatch=o.n_batch,
             n_outputs_max=n_outputs,
@@ -271,8 +282,8 @@ class Engine:
     @property
     def n_ctx_seq(self) -> int:
         """The positions one sequence may use: the context's own size (llama.cpp may round it up),
-        or ``n_ctx`` of a context made for several sequences."""
-        return self.target_ctx.n_ctx if self.options.n_seq == 1 else self.options.n_ctx
+        or ``n_ctx`` of a context made for several sequences (within its cells)."""
+        return self.target_ctx.n_ctx if self.options.n_seq == 1 else min(self.options.n_ctx, self.n_cells)
 
     # --- prompts ----------------------------------------------------------------------------
     def render_chat(self, messages: list[dict]) -> str:

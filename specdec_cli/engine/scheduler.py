@@ -47,6 +47,15 @@ from .verify import Sampler, SamplingParams, make_verifier, resolve_verify
 SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
 
 
+def cells_for(lengths: list[int], n_seq: int, n_ctx: int) -> int:
+    """The cells a unified cache of ``n_seq`` sequences needs for jobs whose prompt plus output
+    budget is ``lengths`` (each within ``n_ctx``): a sequence holds one job's tokens at a time (a
+    finished job's cells stay until its sequence takes the next one, and shared prefixes are
+    stored once), and drafts never go past a job's budget, so the ``n_seq`` longest bound it."""
+    longest = sorted((min(n, n_ctx) for n in lengths), reverse=True)[: max(1, n_seq)]
+    return max(1, sum(longest))
+
+
 @dataclass
 class Job:
     """One prompt: its place in the input, its tokens and its own sampling seed; for a server,
