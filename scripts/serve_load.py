@@ -1,6 +1,10 @@
 """Load on `specdec serve`: many concurrent requests, none lost, and the server's memory across them.
 
-    python3 scripts/serve_load.py -t T [-d D] [--parallel 4] [--requests 200] [--concurrency 32] [-n 32]
+    python3 scripts/serve_load.py -t T [-d D | --default] [--parallel 4] [--requests 200] [--concurrency 32] [-n 32]
+
+With neither -d nor --default the server runs the target alone (--no-draft); --default runs
+`specdec serve -t T` as a user does (auto, with a draft found beside the target), so two runs,
+one with --default and one without, compare speculation under load with the target alone.
 
 Starts the server (its own command line, as a user would), waits for /health, then sends
 ``--requests`` chat completions, ``--concurrency`` at a time, half of them streamed, each prompt
@@ -76,6 +80,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-t", "--target", required=True)
     ap.add_argument("-d", "--draft")
+    ap.add_argument("--default", action="store_true", help="no drafting flags: auto, as `specdec serve -t T` runs")
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=32)
@@ -85,7 +90,7 @@ def main() -> int:
     port = free_port()
     cmd = [sys.executable, "-m", "specdec_cli", "serve", "-t", args.target, "--port", str(port),
            "--parallel", str(args.parallel)]
-    cmd += ["-d", args.draft] if args.draft else ["--no-draft"]
+    cmd += ["-d", args.draft] if args.draft else [] if args.default else ["--no-draft"]
     server = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
