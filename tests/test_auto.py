@@ -9,6 +9,7 @@ import pytest
 
 from specdec_cli.engine import costmodel
 from specdec_cli.engine.costmodel import CostModel
+from specdec_cli.engine.drafters import suffix
 from specdec_cli.engine.drafters.suffix import SuffixIndex
 from specdec_cli.engine.policy import Calibrator, best_length, extension_pays
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
@@ -240,6 +241,27 @@ def test_earlier_outputs_feed_the_index_but_not_their_own_prompt():
     assert idx.propose(p2 + [5, 6, 7], 2)[0] == [8, 9]  # found in the earlier output
     idx.begin(p1)  # the same prompt again (bench repeats): its own answer is not there
     assert idx.propose(p1 + [5, 6, 7], 2)[0] == []
+
+
+def test_sequences_share_one_bounded_table_of_earlier_outputs(monkeypatch):
+    """Every sequence of a batch or server draws on one table of the run's earlier outputs (it
+    was copied per sequence, and grew to 4.6 KB per novel token each), which sees outputs that
+    end while a sequence runs, and forgets the oldest past the limit."""
+    monkeypatch.setattr(suffix, "SHARED_LIMIT", 40)
+    pool = suffix.OutputPool()
+    a, b = SuffixIndex(pool), SuffixIndex(pool)
+    a.begin([100])
+    b.begin([200])
+    a.propose([100, 5, 6, 7, 8, 9], 1)
+    a.finish()  # a's output ends while b runs
+    assert b.propose([200, 5, 6, 7], 2)[0] == [8, 9]
+    for i in range(10):  # 10 more outputs of 10 tokens: far past the limit
+        pool.add((300 + i,), list(range(1000 + 10 * i, 1010 + 10 * i)))
+    assert sum(len(o) for o in pool.outputs.values()) <= 40
+    c = SuffixIndex(pool)
+    c.begin([400])
+    assert c.propose([400, 5, 6, 7], 2)[0] == []  # the oldest output is forgotten, in the table too
+    assert c.propose([400, 1091, 1092], 2)[0] == [1093, 1094]  # the newest is there
 
 
 # --- auto on the fixtures -----------------------------------------------------------------------

@@ -17,7 +17,11 @@ proposing costs one lookup per length per proposed token: amortised O(1) per tok
 from __future__ import annotations
 
 ORDERS = (32, 24, 16, 12, 8, 6, 4, 3, 2, 1)  # context lengths, longest first
-SHARED_LIMIT = 200_000  # tokens of earlier outputs kept for a batch
+# tokens of earlier outputs kept for a batch or a server's life: a novel token adds up to one
+# row per order (4.6 KB of Python objects; repetitive text far less), so 32,000 tokens are at
+# most ~150 MB, held once for every sequence of the run
+SHARED_LIMIT = 32_000
+FORGET_TO = 0.75  # past the limit the oldest outputs go until this share is left, then one rebuild
 
 
 class _Table:
@@ -52,20 +56,30 @@ class _Table:
 
 class OutputPool:
     """Outputs of the run's finished generations, by prompt, for every index of the run to draw on
-    (one index per sequence when many are decoded at once). Oldest forgotten first past
-    ``SHARED_LIMIT`` tokens."""
+    (one index per sequence when many are decoded at once), and one table over all of them that
+    those indices share (an index whose own prompt is in the pool builds its own without it).
+    Past ``SHARED_LIMIT`` tokens the oldest are forgotten down to ``FORGET_TO`` of it and the
+    table is built again, so a server's memory stays bounded and the rebuild is rare."""
 
     def __init__(self):
         self.outputs: dict[tuple, list[int]] = {}  # prompt -> its latest output
+        self.table = _Table()  # every output in ``outputs``
+        self._total = 0
 
     def add(self, prompt_key: tuple, output: list[int]) -> None:
         if not output:
             return
-        self.outputs.pop(prompt_key, None)  # re-added last: the newest
+        old = self.outputs.pop(prompt_key, None)  # re-added last: the newest
         self.outputs[prompt_key] = output
-        total = sum(len(o) for o in self.outputs.values())
-        while total > SHARED_LIMIT and len(self.outputs) > 1:
-            total -= len(self.outputs.pop(next(iter(self.outputs))))
+        self._total += len(output) - (len(old) if old else 0)
+        if old is None and self._total <= SHARED_LIMIT:
+            self.table.add_all(output)
+            return
+        while self._total > FORGET_TO * SHARED_LIMIT and len(self.outputs) > 1:
+            self._total -= len(self.outputs.pop(next(iter(self.outputs))))
+        self.table = _Table()
+        for out in self.outputs.values():
+            self.table.add_all(out)
 
 
 class SuffixIndex:
@@ -105,8 +119,14 @@ class SuffixIndex:
             self._rebuild_shared(exclude=self._prompt_key)
 
     def _rebuild_shared(self, exclude: tuple) -> None:
-        """Outputs of *other* prompts only: a repeated prompt (bench) must not find its own answer."""
+        """Outputs of *other* prompts only: a repeated prompt (bench) must not find its own answer.
+        Unless the prompt is in the pool, that is the pool's own table, shared, not copied."""
         outputs = self.pool.outputs
+        if exclude not in outputs:
+            self._shared, self._shared_keys = self.pool.table, set()
+            return
+        if self._shared is self.pool.table:  # its own from here: the pool's is never grown in place
+            self._shared, self._shared_keys = _Table(), set()
         keys = {k for k in outputs if k != exclude}
         if keys == self._shared_keys:
             return
