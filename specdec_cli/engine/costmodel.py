@@ -14,7 +14,7 @@ corrupt or stale file gets a note and a recalibration, never a failure. A cached
 checked when it is read (passes of 1, 4 and 16 tokens): a curve learned while the machine was
 busy, or one whose passes were never tried again because they looked dear, would otherwise
 keep auto from drafting for good, since a size auto never drafts is never measured again. The
-check costs about what calibrating does; the cache still brings the sizes measured at the
+check costs half of what calibrating does; the cache still brings the sizes measured at the
 run's real context depths and the draft costs.
 """
 
