@@ -78,10 +78,13 @@ def run_request(req: RunRequest) -> int:
     prompting = _Prompting(req.chat, system)
     prompts: list[list[int]] = []  # --batch: every prompt's tokens, read before the caches are sized
 
+    def read_prompts(engine) -> None:
+        prompts[:] = [_prompt_tokens(engine, item, prompting) for item in items]
+
     def cells(engine) -> int:
         from ..engine.scheduler import cells_for
 
-        prompts[:] = [_prompt_tokens(engine, item, prompting) for item in items]
+        read_prompts(engine)
         return cells_for([len(t) + req.max_tokens for t in prompts], n_seq, engine.options.n_ctx)
 
     engine, _ = open_engine(plan, req.load, _draft_options(plan), method=plan.method.value, force=req.force,
@@ -106,7 +109,7 @@ def run_request(req: RunRequest) -> int:
         }
         if req.batch is not None:
             if not prompts:  # one sequence at a time: no caches to size, the prompts are read now
-                prompts[:] = [_prompt_tokens(engine, item, prompting) for item in items]
+                read_prompts(engine)
             return run_batch(engine, items, prompts, gen, req, meta, n_seq, grammars=per_item)
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:

@@ -63,8 +63,11 @@ class OutputPool:
 
     def __init__(self):
         self.outputs: dict[tuple, list[int]] = {}  # prompt -> its latest output
-        self.table = _Table()  # every output in ``outputs``
-        self._total = 0
+        # every output in ``outputs``, and until the next rebuild the ones a repeated prompt
+        # replaced (stale counts only make a guess that the target checks anyway)
+        self.table = _Table()
+        self._total = 0  # tokens in ``outputs``
+        self._in_table = 0  # tokens counted in ``table``
 
     def add(self, prompt_key: tuple, output: list[int]) -> None:
         if not output:
@@ -72,7 +75,8 @@ class OutputPool:
         old = self.outputs.pop(prompt_key, None)  # re-added last: the newest
         self.outputs[prompt_key] = output
         self._total += len(output) - (len(old) if old else 0)
-        if old is None and self._total <= SHARED_LIMIT:
+        self._in_table += len(output)
+        if self._in_table <= SHARED_LIMIT:
             self.table.add_all(output)
             return
         while self._total > FORGET_TO * SHARED_LIMIT and len(self.outputs) > 1:
@@ -80,6 +84,7 @@ class OutputPool:
         self.table = _Table()
         for out in self.outputs.values():
             self.table.add_all(out)
+        self._in_table = self._total
 
 
 class SuffixIndex:
