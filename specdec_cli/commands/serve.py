@@ -2,15 +2,19 @@
 
 The pair is chosen, budgeted and loaded once, with room for ``--parallel`` requests decoding
 at once plus as many finished conversations kept in the cache (their cells are the prefix of
-the next turn). uvicorn serves the app of ``serve/app.py`` on the main thread; the engine runs
-on its own thread (``serve/worker.py``). Ctrl-C or SIGTERM ends every request still running,
-each with its finish reason sent, then the server; the exit code is 128 + the signal.
+the next turn). The engine runs on the main thread (``serve/worker.py`` says why); uvicorn
+serves the app of ``serve/app.py`` on a helper thread. Ctrl-C, SIGTERM or SIGHUP ends every
+request still running, each with its finish reason sent, then the server; the exit code is
+128 + the signal.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import signal
+import threading
+import time
 from dataclasses import dataclass, replace
 
 from ..errors import EXIT_OK, UsageError
@@ -75,37 +79,54 @@ def serve(req: ServeRequest) -> int:
                                                    seed=body.seed))
 
         app = create_app(worker, model=alias, api_key=api_key, make_gen=make_gen, metrics=Metrics())
-        worker.start()
         console.note(f"serving {alias} at http://{_url_host(req.host)}:{req.port}/v1 "
                      f"({parallel} request{'' if parallel == 1 else 's'} at once; Ctrl-C stops)")
-        signal = _run_server(app, req.host, req.port, worker)
+        got = _run_server(app, req.host, req.port, worker)
     finally:
         if worker is not None:
             worker.stop()
-            worker.join(timeout=60)
         engine.close()
-    return 128 + signal if signal else EXIT_OK
+    if got:
+        console.note(f"stopped ({signal.Signals(got).name})")
+    return 128 + got if got else EXIT_OK
+
+
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
 def _run_server(app, host: str, port: int, worker) -> int | None:
-    """uvicorn until a signal; the signal first ends every request (the worker cancels them, each
-    response is still sent), then the server. Returns the signal's number."""
+    """uvicorn on a helper thread and the engine's loop on this one (the main thread, where
+    signals arrive) until a signal; the signal first ends every request (the worker cancels
+    them, each response is still sent), then the server. Returns the signal's number."""
     import uvicorn
-
-    got: list[int] = []
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig, frame) -> None:
-            got.append(int(sig))
-            worker.stop()
-            super().handle_exit(sig, frame)
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                             timeout_graceful_shutdown=30)
-    server = Server(config)
-    server.run()
-    if not server.started and not got:
-        raise UsageError(f"cannot listen on {host}:{port}", hint="is another server on that port? pick --port")
+    server = uvicorn.Server(config)  # off the main thread, uvicorn leaves the signals to us
+    http = threading.Thread(target=server.run, name="specdec-http", daemon=True)
+    got: list[int] = []
+
+    def on_signal(signum, _frame) -> None:  # runs between two of the loop's bytecodes: flags only
+        got.append(signum)
+        worker.stop()
+        server.should_exit = True
+        if len(got) > 1:
+            server.force_exit = True  # a second signal: stop waiting for open connections
+
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    try:
+        http.start()
+        while not server.started and http.is_alive() and not got:
+            time.sleep(0.02)
+        if not server.started and not got:
+            raise UsageError(f"cannot listen on {host}:{port}", hint="is another server on that port? pick --port")
+        worker.run(serving=http.is_alive)
+    finally:
+        worker.stop()
+        server.should_exit = True
+        http.join(timeout=config.timeout_graceful_shutdown + 5)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     return got[0] if got else None
 
 

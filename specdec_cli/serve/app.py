@@ -182,7 +182,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
             {"id": model, "object": "model", "created": metrics.started, "owned_by": "specdec"}]})
 
     async def health(_request: Request) -> Response:
-        if worker.failed is not None or not worker.is_alive():
+        if not worker.alive:
             return JSONResponse({"status": "error"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
