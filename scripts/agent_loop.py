@@ -90,7 +90,7 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
     body = {"model": "local", "messages": messages, "max_tokens": n, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}, "cache_prompt": True}
     t0 = time.perf_counter()
-    ttft, text, usage = None, [], {}
+    ttft, text, usage, extra = None, [], {}, {}
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=3600) as resp:
         resp.raise_for_status()
         for line in resp.iter_lines():
@@ -99,6 +99,8 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
             chunk = json.loads(line[6:])
             if chunk.get("usage"):
                 usage = chunk["usage"]
+            if chunk.get("specdec"):  # specdec's own figures (drafter split, passes); other servers send none
+                extra = chunk["specdec"]
             for choice in chunk.get("choices") or []:
                 piece = (choice.get("delta") or {}).get("content")
                 if piece:
@@ -107,7 +109,7 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
                     text.append(piece)
     return {"ttft": ttft, "total": time.perf_counter() - t0, "text": "".join(text),
             "n_gen": usage.get("completion_tokens", 0), "n_prompt": usage.get("prompt_tokens", 0),
-            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens")}
+            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"), "specdec": extra}
 
 
 def session(url: str, k: int, turns: int, n: int) -> list[dict]:

@@ -98,6 +98,18 @@ prompt as one user message) and going on with fixed follow-up questions; every t
 whole conversation to /v1/chat/completions (streamed, temperature 0). Per turn it records the time
 to the first content token and the total time, and the server's prompt_n/cache_n (how much of the
 resent conversation came from the slot's cache).
+Slot mode (one at a time, interleaved per prompt; llama-server only):
+
+    python scripts/native_compare.py slot [--target T] [--prompts-file F] [-n 160] [--rounds 2]
+
+specdec's target alone (the Engine in this process, no draft: what `run --batch --no-draft
+--parallel 1` runs for each line) against llama-server with one slot and no speculation, both
+loaded once. Each prompt goes to both, one after the other, in an order that flips every prompt
+and every round, so the machine's drift over minutes touches both alike. The server's prompt
+cache is off (each request reads its whole prompt, as specdec does). Per prompt it records the
+prompt time and the decode time of each side (the server's timings.prompt_ms/predicted_ms,
+specdec's stats.prompt_seconds/decode_seconds) and the request's whole time, and reports the
+ratios of the summed times, prompt, decode and whole, with the median of the per-prompt ratios.
 """
 
 from __future__ import annotations
@@ -1052,7 +1064,95 @@ def _first_messages(path: str | None) -> list[list[dict]]:
     return out
 
 
+# --- slot mode: one at a time, specdec's target alone against llama-server's single slot --------
+
+
+def slot_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="native_compare.py slot",
+        description="one at a time: specdec's target alone against llama-server's single slot, interleaved per prompt")
+    _common_server_args(ap)
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the prompts; the order flips every round")
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        sys.exit("error: --rounds must be at least 1.")
+    args.cache_prompt = "off"  # every request reads its whole prompt, as specdec's one-at-a-time path does
+    _resolve_models(args, False)
+    from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions
+
+    log_dir, tmp = _log_dir(args)
+    prompts = load_prompts(args.prompts_file, args.target)
+    engine = Engine(args.target, None, options=EngineOptions(
+        n_ctx=args.ctx, n_batch=args.batch, threads=args.threads, gpu_layers=args.gpu_layers,
+        flash_attn=args.flash_attn, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v))
+    encoded = [engine.tokenize_prompt(text) for _, text in prompts]
+    engine.generate(encoded[0], GenOptions(max_tokens=16))  # warm-up, as the server's
+    base = {"n_predict": args.max_tokens, "temperature": 0, "cache_prompt": False, "seed": args.seed}
+
+    def server_side(url: str, text: str) -> dict:
+        a = _completion(url, {**base, "prompt": text})
+        t = a["body"].get("timings") or {}
+        return {"prompt_s": t.get("prompt_ms", 0.0) / 1000, "decode_s": t.get("predicted_ms", 0.0) / 1000,
+                "whole_s": a["t_recv"] - a["t_send"], "n_gen": int(t.get("predicted_n", 0)),
+                "n_prompt": int(t.get("prompt_n", 0)), "text": a["body"].get("content", "")}
+
+    def specdec_side(tokens: list[int]) -> dict:
+        w0 = time.perf_counter()
+        r = engine.generate(tokens, GenOptions(max_tokens=args.max_tokens))
+        s = r.stats
+        return {"prompt_s": s.prompt_seconds, "decode_s": s.decode_seconds, "whole_s": time.perf_counter() - w0,
+                "n_gen": s.n_generated, "n_prompt": s.n_prompt, "text": r.text}
+
+    print(f"target {Path(args.target).name}; llama-server 1 slot, no speculation, cache_prompt off; "
+          f"{len(prompts)} prompts x {args.rounds} rounds, greedy, -n {args.max_tokens}, threads {args.threads}, "
+          f"ctx {args.ctx}, batch {args.batch}, fa {args.flash_attn}, kv {args.cache_type_k}/{args.cache_type_v}")
+    hdr = (f"{'round':>5} {'prompt':<14} {'tok':>5} {'gen':>4}  {'server p/d s':>13}  {'specdec p/d s':>13}  "
+           f"{'whole ratio':>11}  output")
+    print(hdr)
+    print("-" * len(hdr))
+    sys.stdout.flush()
+    rows = []
+    with Server(args, ServerConfig(1, "none"), log_dir / "slot-server.log") as server:
+        for r in range(args.rounds):
+            for i, ((name, text), tokens) in enumerate(zip(prompts, encoded)):
+                server_first = (i + r) % 2 == 0
+                if server_first:
+                    srv, spd = server_side(server.url, text), specdec_side(tokens)
+                else:
+                    spd, srv = specdec_side(tokens), server_side(server.url, text)
+                if srv["n_prompt"] != spd["n_prompt"]:
+                    print(f"warning: {name}: the server read {srv['n_prompt']} prompt tokens, specdec "
+                          f"{spd['n_prompt']}", file=sys.stderr)
+                # per token, since the server may emit a token or two more or fewer (end of generation)
+                ratio = (srv["whole_s"] / max(srv["n_gen"], 1)) / (spd["whole_s"] / max(spd["n_gen"], 1))
+                rows.append({"round": r, "prompt": name, "server": srv, "specdec": spd, "ratio": ratio})
+                print(f"{r:>5} {name:<14} {spd['n_prompt']:>5} {spd['n_gen']:>4}  "
+                      f"{srv['prompt_s']:>6.2f}/{srv['decode_s']:<6.2f}  {spd['prompt_s']:>6.2f}/{spd['decode_s']:<6.2f}  "
+                      f"{ratio:>11.3f}  {same_text(srv['text'], spd['text'])}")
+                sys.stdout.flush()
+    engine.close()
+
+    def total(side: str, key: str) -> float:
+        return sum(x[side][key] for x in rows)
+
+    gen = {side: total(side, "n_gen") for side in ("server", "specdec")}
+    print("-" * len(hdr))
+    print("specdec speed / server speed (summed over all prompts and rounds; > 1: specdec faster):")
+    print(f"  prompt reading  {total('server', 'prompt_s') / total('specdec', 'prompt_s'):.3f}")
+    print(f"  decoding        {(gen['specdec'] / total('specdec', 'decode_s')) / (gen['server'] / total('server', 'decode_s')):.3f}"
+          f"  ({gen['specdec'] / total('specdec', 'decode_s'):.2f} against {gen['server'] / total('server', 'decode_s'):.2f} tok/s)")
+    print(f"  whole requests  {(gen['specdec'] / total('specdec', 'whole_s')) / (gen['server'] / total('server', 'whole_s')):.3f}"
+          f"  (generated tokens per second of request; median per prompt {statistics.median(x['ratio'] for x in rows):.3f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
+                                               "cmd": shlex.join(server.cmd)}, indent=1))
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("server", "session"):
-        sys.exit((server_main if sys.argv[1] == "server" else session_main)(sys.argv[2:]))
+    modes = {"server": server_main, "session": session_main, "slot": slot_main}
+    if len(sys.argv) > 1 and sys.argv[1] in modes:
+        sys.exit(modes[sys.argv[1]](sys.argv[2:]))
     sys.exit(main())
