@@ -73,7 +73,9 @@ subprocess's wall time minus model load: when a stdout JSON line or a stderr lin
 `batch_seconds`, that is used as is; otherwise (specdec 0.x prints none) the same command is run
 right after on a one-token prompt with -n 1 (via {prompts}/{n}, else by replacing the values of
 --batch and -n/--max-tokens) and that run's whole wall time (load, warm-up, exit) is subtracted.
-The "note" column says which. Give the command its threads (-t) yourself; if specdec measures its
+The "note" column says which. Leave out -q: `run --batch` prints its batch time only without it, and the probe's
+start-up is not the batch run's (auto's one-prompt probe checks its own costs: 5-11 s here, against a
+batch run whose start-up was shorter), so the probe can inflate auto's throughput by half. Give the command its threads (-t) yourself; if specdec measures its
 cost curve on the first batch run (`~/.cache/specdec/costs.json`), run it once beforehand or pass
 its --parallel, or that measurement lands in the timed batch.
 
