@@ -181,9 +181,13 @@ def load_prompts(path: str | None, target: str | Path | None = None) -> list[tup
     template (llama.cpp's, as specdec's --chat does); without a target they are an error."""
     if not path:
         return DEFAULT_PROMPTS
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        sys.exit(f"error: cannot read the prompts file {path}: {exc.strerror if isinstance(exc, OSError) else exc}")
     out = []
     chats: list[tuple[int, list[dict]]] = []  # (index in out, messages), rendered in one model load
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+    for i, line in enumerate(lines):
         if not line.strip():
             continue
         text = line
@@ -342,6 +346,23 @@ def run_native(args, prompt: str, log_dir: Path | None, tag: str) -> tuple[Side,
     return side, info
 
 
+def engine_options(args):
+    """specdec's engine with the settings both sides get (context, batch, threads, offload, FA, KV types)."""
+    from specdec_cli.engine.runner import EngineOptions
+
+    return EngineOptions(n_ctx=args.ctx, n_batch=args.batch, threads=args.threads, gpu_layers=args.gpu_layers,
+                         flash_attn=args.flash_attn, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v)
+
+
+def warmed_up(engine, prompts: list[tuple[str, str]]) -> list[list[int]]:
+    """The prompts' tokens, after one short generation (pages in the weights, builds the graphs)."""
+    from specdec_cli.engine.runner import GenOptions
+
+    encoded = [engine.tokenize_prompt(text) for _, text in prompts]
+    engine.generate(encoded[0], GenOptions(max_tokens=16))
+    return encoded
+
+
 def run_specdec(engine, tokens: list[int], n: int) -> Side:
     from specdec_cli.engine.runner import GenOptions
 
@@ -399,7 +420,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.repeats < 1:
         sys.exit("error: --repeats must be at least 1.")
-    from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+    from specdec_cli.engine.runner import DraftOptions, Engine
 
     if not args.target or not args.draft:
         from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
@@ -411,16 +432,9 @@ def main() -> int:
         log_dir.mkdir(parents=True, exist_ok=True)
     prompts = load_prompts(args.prompts_file, args.target)
 
-    engine = Engine(
-        args.target, args.draft,
-        options=EngineOptions(
-            n_ctx=args.ctx, n_batch=args.batch, threads=args.threads, gpu_layers=args.gpu_layers,
-            flash_attn=args.flash_attn, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v,
-        ),
-        draft=DraftOptions(draft_max=args.draft_max, draft_min=args.draft_min, p_min=args.p_min),
-    )
-    encoded = [engine.tokenize_prompt(text) for _, text in prompts]
-    engine.generate(encoded[0], GenOptions(max_tokens=16))  # warm-up: page in weights, build graphs
+    engine = Engine(args.target, args.draft, options=engine_options(args),
+                    draft=DraftOptions(draft_max=args.draft_max, draft_min=args.draft_min, p_min=args.p_min))
+    encoded = warmed_up(engine, prompts)
 
     print(f"target {Path(args.target).name}, draft {Path(args.draft).name}")
     print(f"native {args.native_bin}")
@@ -1080,15 +1094,12 @@ def slot_main(argv: list[str]) -> int:
         sys.exit("error: --rounds must be at least 1.")
     args.cache_prompt = "off"  # every request reads its whole prompt, as specdec's one-at-a-time path does
     _resolve_models(args, False)
-    from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions
+    from specdec_cli.engine.runner import Engine, GenOptions
 
     log_dir, tmp = _log_dir(args)
     prompts = load_prompts(args.prompts_file, args.target)
-    engine = Engine(args.target, None, options=EngineOptions(
-        n_ctx=args.ctx, n_batch=args.batch, threads=args.threads, gpu_layers=args.gpu_layers,
-        flash_attn=args.flash_attn, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v))
-    encoded = [engine.tokenize_prompt(text) for _, text in prompts]
-    engine.generate(encoded[0], GenOptions(max_tokens=16))  # warm-up, as the server's
+    engine = Engine(args.target, None, options=engine_options(args))
+    encoded = warmed_up(engine, prompts)  # as the server is
     base = {"n_predict": args.max_tokens, "temperature": 0, "cache_prompt": False, "seed": args.seed}
 
     def server_side(url: str, text: str) -> dict:

@@ -218,6 +218,7 @@ class Scheduler:
         room = self.ctx.n_batch - len(toks)
         chunks: list[tuple[_Slot, int]] = []
         firsts: list[tuple[_Slot, int]] = []  # prompts read to the end in this pass: their first token too
+        n_out = len(toks)  # every decoding token has its logits row
         for s in pre:
             take = min(room, len(s.tokens) - 1 - s.n_cached)
             if take <= 0:
@@ -230,7 +231,8 @@ class Scheduler:
             room -= take
             # the prompt's last token rides at the end of its last chunk, so the first generated token
             # comes out of this pass (a pass sooner: the time to first token of a server's requests)
-            if s.n_cached + take == len(s.tokens) - 1 and room > 0 and sum(outs) < self.ctx.params.n_outputs_max:
+            if s.n_cached + take == len(s.tokens) - 1 and room > 0 and n_out < self.ctx.params.n_outputs_max:
+                n_out += 1
                 firsts.append((s, len(toks)))
                 toks.append(s.tokens[-1])
                 pos.append(len(s.tokens) - 1)
