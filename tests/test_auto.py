@@ -147,6 +147,75 @@ def test_a_stale_cached_curve_is_measured_again(tiny_target, tmp_path, monkeypat
     many.close()
 
 
+def test_a_curve_checked_within_the_hour_is_used_without_a_check(tiny_target, tmp_path, monkeypatch):
+    """The check costs as long as a short answer takes: runs in a shell loop pay for it once."""
+    monkeypatch.setenv("SPECDEC_COST_CACHE", str(tmp_path / "c.json"))
+    checks: list[int] = []
+    real = costmodel.recheck
+    monkeypatch.setattr(costmodel, "recheck", lambda *a: checks.append(1) or real(*a))
+
+    def costs_of_a_run():
+        eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=256, **EXACT), method="auto")
+        try:
+            got = eng.ensure_costs()
+            eng.save_costs()
+            return got.source, got.checked_at
+        finally:
+            eng.close()
+
+    source, first = costs_of_a_run()  # nothing cached: calibrated, and stamped
+    assert source == "calibrated" and first is not None and not checks
+    source, at = costs_of_a_run()
+    assert source == "cached" and at == pytest.approx(first, abs=1) and not checks  # trusted as it is
+    data = json.loads((tmp_path / "c.json").read_text())
+    for entry in data["entries"].values():
+        entry["checked_at"] -= costmodel.RECHECK_AFTER_S + 1  # an hour and a second ago
+    (tmp_path / "c.json").write_text(json.dumps(data))
+    source, at = costs_of_a_run()
+    assert checks == [1] and at > first  # checked again, and stamped again
+    assert not CostModel({1: 1.0}).checked_recently()  # never checked (an older cache): checked now
+
+
+def test_auto_leaves_a_draft_that_cannot_pay_unloaded_until_costs_say_it_could(
+        tiny_target, tiny_draft, tmp_path, monkeypatch):
+    """A draft model auto never asks costs its load and its cost check before the first token."""
+    monkeypatch.setenv("SPECDEC_COST_CACHE", str(tmp_path / "c.json"))
+    notes: list[str] = []
+
+    def engine():
+        return Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=256, **EXACT),
+                      draft=DraftOptions(draft_max=16, p_min=0.0), method="auto", note=notes.append)
+
+    eng = engine()
+    try:
+        assert eng.draft_model is None  # nothing known yet: decided when the costs are
+        slow = cpu_like(0.63)
+        slow.checked_at = __import__("time").time()
+        costmodel.save_cached(eng._cost_key(eng.target_model.path, 0), slow)
+    finally:
+        eng.close()
+    eng = engine()
+    try:
+        tokens = eng.tokenize_prompt(REPEATING[0])
+        plain = eng.generate(tokens, GenOptions(max_tokens=32), use_draft=False)
+        spec = eng.generate(tokens, GenOptions(max_tokens=32))
+        assert eng.draft_model is None and eng.draft_left_out
+        assert len(notes) == 1 and "is not loaded" in notes[0] and "0.63 of a target step" in notes[0]
+        assert spec.tokens == plain.tokens and "draft" not in spec.stats.steps_by_drafter
+        eng.set_costs(gpu_like(0.02))  # a curve on which it pays: loaded now, and drafting
+        spec = eng.generate(tokens, GenOptions(max_tokens=32))
+        assert eng.draft_model is not None and spec.tokens == plain.tokens
+        assert len(notes) == 1
+    finally:
+        eng.close()
+    eng = engine()
+    try:
+        got = eng.generate(eng.tokenize_prompt(REPEATING[1]), GenOptions(max_tokens=8), method="draft")
+        assert eng.draft_model is not None and got.stats.method == "draft"  # asked for by name: loaded
+    finally:
+        eng.close()
+
+
 # --- the policy ---------------------------------------------------------------------------------
 def test_cpu_costs_refuse_the_draft_model_at_any_acceptance():
     c = cpu_like()

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from specdec_cli.models.meta import read_gguf
-from specdec_cli.pairing.compat import Check, Verdict, check_base, check_pair, check_vocab
+from specdec_cli.models.meta import GGUFInfo, read_gguf
+from specdec_cli.pairing.compat import Check, Verdict, check_base, check_pair, check_vocab, vocab_matches
 from tiny_models import vocab_tokens, write_meta_gguf
 
 BASE_TOKENS = vocab_tokens("base")[0]
@@ -57,6 +57,20 @@ def test_other_vocab_names_first_differing_token(target, tiny_other_vocab):
     assert any("token 261 differs" in e for e in v.errors)
     # type, specials and size agree: only the texts fail
     assert [c.name for c in check_vocab(target, other) if not c.ok] == ["token texts"]
+
+
+def test_finding_a_draft_reads_token_texts_only_when_the_cheap_rules_agree(tmp_path, target, draft,
+                                                                          tiny_other_vocab, monkeypatch):
+    assert target.tokens_raw() is not None and target.tokens_raw() == draft.tokens_raw()  # same bytes: same vocab
+    assert vocab_matches(target, draft)
+    assert not vocab_matches(target, read_gguf(tiny_other_vocab))  # same size, one text differs
+    bpe = variant(tmp_path, **{"tokenizer.ggml.model": "gpt2"})
+
+    def unread(_self):
+        raise AssertionError("token texts read")
+    monkeypatch.setattr(GGUFInfo, "tokens", unread)
+    monkeypatch.setattr(GGUFInfo, "tokens_raw", unread)
+    assert not vocab_matches(target, bpe)
 
 
 def test_big_draft_is_an_error(target, tiny_big_draft):

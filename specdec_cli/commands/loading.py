@@ -173,5 +173,6 @@ def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bo
     if describe and not quiet:
         console.note(describe)
     engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est, n_seq), draft=draft,
-                    method=method, mtp=plan.drafter is Method.MTP, warn=console.warn, cells=cells)
+                    method=method, mtp=plan.drafter is Method.MTP, warn=console.warn,
+                    note=None if quiet else console.note, cells=cells)
     return engine, est

@@ -7,6 +7,7 @@ and contexts, turns a prompt into tokens (with the chat template when asked), dr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..terminal.textstream import Segment, TextStream
 from . import costmodel
 from .constraint import Constraint, tokenizer_for
 from .costmodel import CostModel
-from .drafters.auto import AutoDrafter
+from .drafters.auto import AutoDrafter, could_pay
 from .drafters.base import Drafter
 from .drafters.dflash import DFlashDrafter
 from .drafters.eagle3 import Eagle3Drafter
@@ -101,6 +102,7 @@ class Engine:
         method: str | None = None,
         mtp: bool = False,
         warn: Callable[[str], None] | None = None,
+        note: Callable[[str], None] | None = None,
         cells: Callable[[Engine], int] | None = None,
     ):
         """``method``: the drafting method generations use by default: "draft" (a classic
@@ -113,7 +115,8 @@ class Engine:
         costs measured on this machine. ``mtp`` loads the MTP layers (method "mtp" implies it).
         ``warn`` receives notes on settings a drafter cannot honour (a draft longer than a
         head's block), on a target that cannot take drafts back at all (auto then runs it
-        alone) and on an unusable cost cache. ``cells``: with ``n_seq`` > 1, called once the
+        alone) and on an unusable cost cache; ``note``, on a draft model auto leaves unloaded
+        because it cannot pay on this machine. ``cells``: with ``n_seq`` > 1, called once the
         target is loaded and before any context is made, with this engine (it can tokenize by
         then): the cells the unified caches need, when the jobs are known up front
         (``scheduler.cells_for``); None: ``n_seq`` × ``n_ctx``, as for a server."""
@@ -144,19 +147,54 @@ class Engine:
         self.target_rollback = self._target_rollback()
         self.drafters: dict[str, Drafter] = {"ngram": NgramDrafter()}
         self.batch_model: BatchModelDrafter | None = None  # the draft model for many sequences at once
-        if draft_path is not None:
-            ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
-            self.draft_model = Model(draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
-            kind = self.method if self.method in DRAFT_METHODS else "draft"
-            self.drafters[kind] = self._make_drafter(kind, warn)
-        elif use_mtp:
-            self.drafters["mtp"] = self._make_mtp()
+        self.draft_path = Path(draft_path) if draft_path is not None else None
+        self.draft_left_out: str | None = None  # set while auto leaves the draft unloaded (told to ``note``)
+        self.note = note
         self.costs = CostModel()
         if self.target_rollback.kind is Rollback.CHECKPOINT:
             self.costs.checkpoint = {}  # auto weighs the state copies and replays of rejections
         self._costs_ready = False
+        # under auto the draft model loads once the costs are known, and only if it could pay
+        self._draft_pending = draft_path is not None and self.method == "auto"
+        if draft_path is not None and not self._draft_pending:
+            self._load_draft(self.method if self.method in DRAFT_METHODS else "draft")
+        elif use_mtp:
+            self.drafters["mtp"] = self._make_mtp()
         stepwise = self.drafters.get("draft") or self.drafters.get("mtp")
         self.drafters["auto"] = AutoDrafter(self.costs, stepwise)
+
+    def _load_draft(self, kind: str) -> Drafter:
+        opts = self.options
+        ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
+        self.draft_model = Model(self.draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
+        self.drafters[kind] = drafter = self._make_drafter(kind, self.warn)
+        return drafter
+
+    def _draft_by_name(self) -> None:
+        """``method="draft"`` on an auto engine: its draft model, loaded now whatever it costs."""
+        if self._draft_pending:
+            self._draft_pending = False
+            self.draft_left_out = None
+            self.drafters["auto"].attach(self._load_draft("draft"))
+
+    def _settle_draft(self) -> None:
+        """Auto's draft model, once the costs are known: loaded, unless the curve of this pair on
+        this machine says it cannot beat plain decoding even at ``MODEL_LIVE_ACCEPT`` per position
+        (on 2 CPU cores a 0.5B draft token costs 0.6 of a 1.5B target's step). Loading it anyway
+        cost a second and a half before the first token (its load, its cost check) for a model
+        auto never asks. With no measured draft cost yet it loads, and is measured."""
+        if not self._draft_pending:
+            return
+        c = self.costs
+        if "draft" in c.drafts and not could_pay(c, "draft", self.draft_options.draft_max):
+            if self.draft_left_out is None and self.note:
+                share = c.draft_seconds("draft") / c.step_seconds()
+                self.note(f"the draft {self.draft_path.name} is not loaded: on this machine a draft token costs "
+                          f"{share:.2f} of a target step, more than drafting with it can save (measured earlier; "
+                          "--method draft forces it)")
+            self.draft_left_out = "cannot pay"  # until other costs are set (``set_costs``)
+            return
+        self._draft_by_name()
 
     def _target_rollback(self) -> CacheRollback:
         """How the target's memory takes a rejected draft back, probed as llama.cpp does."""
@@ -175,8 +213,8 @@ class Engine:
     def _cost_key(self, path: Path, ngl: int) -> str:
         o = self.options
         extra = f"fa-{o.flash_attn}|k-{o.cache_type_k}|v-{o.cache_type_v}|b{o.n_batch}"
-        if self.draft_model is not None:
-            d = self.draft_model.path
+        if self.draft_path is not None:  # loaded, or left out by auto: its measured cost is in this entry
+            d = self.draft_path
             extra += f"|draft-{d.name}:{d.stat().st_size}"
         if "mtp" in self.drafters:
             extra += "|mtp"
@@ -194,21 +232,26 @@ class Engine:
         cached = costmodel.load_cached(key, self.warn)
         c = self.costs
         tok = max(0, self.target_model.bos)
-        # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
-        fresh = costmodel.recheck(self.target_ctx, tok, cached) if cached is not None else None
-        if fresh is not None:
+        if cached is not None and cached.checked_recently():
             c.adopt(cached)
-            for b, sec in fresh.items():
-                c.observe_pass(b, sec)
         else:
-            for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
-                c.observe_pass(b, sec)
-            c.source = "calibrated"
+            # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
+            fresh = costmodel.recheck(self.target_ctx, tok, cached) if cached is not None else None
+            if fresh is not None:
+                c.adopt(cached)
+                for b, sec in fresh.items():
+                    c.observe_pass(b, sec)
+            else:
+                for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
+                    c.observe_pass(b, sec)
+                c.source = "calibrated"
+            c.checked_at = time.time()
         if self.options.n_seq > 1:  # how many sequences pay at once is read off sizes up to n_seq; the
             # larger passes (drafts on top, prompts riding along) are timed as the run makes them
             missing = [b for b in costmodel.BATCH_SIZES if b <= self.options.n_seq and b not in c.sizes()]
             for b, sec in costmodel.calibrate(self.target_ctx, tok, missing).items():
                 c.observe_pass(b, sec)
+        self._settle_draft()
         if self.draft_ctx is not None and "draft" in self.drafters and "draft" not in c.drafts:
             c.observe_draft("draft", 1, costmodel.calibrate_draft(self.draft_ctx, tok))
         return c
@@ -217,6 +260,7 @@ class Engine:
         """Decide with ``model`` instead of measuring (an injected curve: tests, what-ifs); not cached."""
         self.costs.adopt(model)
         self._costs_ready = True
+        self._settle_draft()
 
     def save_costs(self) -> None:
         if self._costs_ready and not self.costs.frozen:
@@ -314,6 +358,8 @@ class Engine:
         seeded from ``gen.sampling.seed``) shared by the verifier and, for sampled proposals,
         the drafter. ``session.verifier.rule`` says which rule ``gen.verify`` resolved to.
         ``method`` overrides the engine's default drafting method for this generation."""
+        if method == "draft":
+            self._draft_by_name()
         drafter = self.drafters[method] if method else self.drafter
         drafter = drafter if use_draft else None
         if drafter is not None and drafter.method == "auto":
@@ -395,6 +441,8 @@ class Engine:
             return f"{self.target_model.path.name} keeps a {self.target_rollback.kind} memory"
         if method not in (None, "auto", "ngram", "draft"):
             return f"{method} drafting reads the target's hidden states one sequence at a time"
+        if method == "draft":
+            self._draft_by_name()
         if method == "draft" and self.batch_model is None:
             return "the draft model keeps a memory that cannot drop positions"
         return None

@@ -135,9 +135,10 @@ class Scheduler:
         self.is_eog = engine.target_model.is_eog
         self.piece = engine.target_model.piece
         auto = engine.drafters.get("auto") if method == "auto" else None
+        if auto is not None:
+            engine.ensure_costs()  # which loads auto's draft model if it could pay
         model: BatchModelDrafter | None = engine.batch_model if method in ("auto", "draft") else None
         if auto is not None:
-            engine.ensure_costs()
             if model is not None and not auto.model_can_pay(self.draft_max):
                 model = None  # the draft model cannot pay on this machine: never asked
         self.auto, self.model = auto, model

@@ -92,6 +92,17 @@ class GGUFInfo:
     tensors: list = field(default_factory=list, repr=False, compare=False)
     _tokens_cache: list | None = field(default=None, init=False, repr=False, compare=False)
 
+    def tokens_raw(self) -> bytes | None:
+        """The token texts' array as stored in the file, undecoded (None when it was read inline):
+        two vocabularies whose arrays are the same bytes are the same, which takes a read and a
+        compare where decoding 151,000 texts of each takes a tenth of a second."""
+        ref = self.kv.get("tokenizer.ggml.tokens")
+        if not isinstance(ref, ArrayRef):
+            return None
+        with open(self.path, "rb") as f:
+            f.seek(ref.offset)
+            return f.read(ref.end - ref.offset)
+
     def tokens(self) -> list[str]:
         """Token texts by id, exactly as stored (invalid UTF-8 kept via surrogateescape)."""
         if self._tokens_cache is None:

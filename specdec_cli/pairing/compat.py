@@ -70,8 +70,15 @@ def _id(v: int | None) -> str:
     return "none" if v is None else str(v)
 
 
-def check_vocab(target: GGUFInfo, draft: GGUFInfo) -> list[Check]:
-    """llama.cpp's vocabulary rules, one Check each, with what differed."""
+def vocab_matches(target: GGUFInfo, draft: GGUFInfo) -> bool:
+    """``check_vocab``'s verdict, with the token texts (the dear part) compared only once the
+    cheap rules agree: finding a draft reads every GGUF beside the target."""
+    return all(c.ok for c in check_vocab(target, draft, texts=False)) and _check_tokens(target, draft).ok
+
+
+def check_vocab(target: GGUFInfo, draft: GGUFInfo, *, texts: bool = True) -> list[Check]:
+    """llama.cpp's vocabulary rules, one Check each, with what differed (``texts``: and the token
+    texts compared one by one)."""
     checks: list[Check] = []
     t_type = target.vocab_type or target.vocab_model or "none"
     d_type = draft.vocab_type or draft.vocab_model or "none"
@@ -92,7 +99,8 @@ def check_vocab(target: GGUFInfo, draft: GGUFInfo) -> list[Check]:
         checks.append(Check("vocab size", True,
                             f"{nt} tokens" if diff == 0 else f"{nt} vs {nd} tokens (within {VOCAB_MAX_SIZE_DIFFERENCE})"))
 
-    checks.append(_check_tokens(target, draft))
+    if texts:
+        checks.append(_check_tokens(target, draft))
     return checks
 
 
@@ -107,6 +115,11 @@ def _special_check(kind: str, t_add: bool, t_id: int | None, d_add: bool, d_id: 
 
 
 def _check_tokens(target: GGUFInfo, draft: GGUFInfo) -> Check:
+    raw = target.tokens_raw()
+    if raw is not None and target.n_vocab == draft.n_vocab and raw == draft.tokens_raw():
+        n = target.n_vocab
+        if n > VOCAB_CHECK_START_TOKEN_ID:
+            return Check("token texts", True, f"tokens {VOCAB_CHECK_START_TOKEN_ID}..{n - 1} identical")
     tt, dt = target.tokens(), draft.tokens()
     start, n = VOCAB_CHECK_START_TOKEN_ID, min(len(tt), len(dt))
     if n <= start:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import IncompatibleError, SpecdecError
 from ..models.meta import GGUFInfo, read_gguf
 from ..models.methods import Method
-from .compat import Verdict, check_pair, check_vocab
+from .compat import Verdict, check_pair, vocab_matches
 from .local import resolve_local
 from .registry import PairEntry, Registry
 
@@ -88,7 +88,7 @@ def _beside(target: Path, target_info: GGUFInfo, want: Method) -> tuple[Path | N
             continue
         if want == Method.DRAFT and cand.n_params >= target_info.n_params:
             continue
-        if not all(c.ok for c in check_vocab(target_info, cand)):
+        if not vocab_matches(target_info, cand):
             continue
         if best is None or cand.n_params < best[0]:
             best = (cand.n_params, path, cand)

@@ -23,6 +23,7 @@ measured on this machine (``CostModel``) and acceptance learned in this run (``C
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..costmodel import CostModel
@@ -80,14 +81,19 @@ class AutoDrafter(Drafter):
         self.costs = costs
         self.index = SuffixIndex()
         self.edits = EditTracker()  # the copy with the edits learned so far (``edits.py``)
-        self.model = model
-        self.name = model.method if model is not None else "draft"  # its cost and source name
-        # mixed when the model samples: greedy n-gram point masses beside sampled drafts
-        self.sampled_proposals = model is not None and model.sampled_proposals
+        self.attach(model)
         self.reset()
         self._model_live = False
         self._pending: tuple[str, list, list, int] = ("none", [], [], 0)  # source, signals, forced before them
         self._last_source = "none"
+
+    def attach(self, model: Drafter | None) -> None:
+        """The step-by-step drafter to weigh (the engine loads a draft model once the costs say it
+        could pay)."""
+        self.model = model
+        self.name = model.method if model is not None else "draft"  # its cost and source name
+        # mixed when the model samples: greedy n-gram point masses beside sampled drafts
+        self.sampled_proposals = model is not None and model.sampled_proposals
 
     def reset(self) -> None:
         """Forget the acceptance learned so far (it is otherwise kept across generations)."""
@@ -236,12 +242,10 @@ class AutoDrafter(Drafter):
         up on every pass. So it is kept where it could pay at ``MODEL_LIVE_ACCEPT`` per position
         (a draft that good is rare; one that cannot pay even then never will), or, for one
         that tracks every pass, at the acceptance it has been seen to reach."""
-        d = self.costs.draft_seconds(self.name)
         if self.model.tracks_every_pass:
             accept = [self.model_position(i) for i in range(n_max)]
-        else:
-            accept = [max(MODEL_LIVE_ACCEPT, self.model_position(i)) for i in range(n_max)]
-        return best_length(accept, self.costs, d).k > 0
+            return best_length(accept, self.costs, self.costs.draft_seconds(self.name)).k > 0
+        return could_pay(self.costs, self.name, n_max, self.model_position)
 
     def _draft_with_model(self, history: list[int], n_max: int):
         costs = self.costs
@@ -268,3 +272,13 @@ class AutoDrafter(Drafter):
             return None
         confs = model.last_confidences
         return (self.name, proposal, [(confidence_bucket(c),) for c in confs], list(confs))
+
+
+def could_pay(costs: CostModel, name: str, n_max: int, learned: Callable[[int], float] | None = None) -> bool:
+    """Whether drafter ``name`` (a draft model that reads every prompt) could beat plain decoding at
+    ``MODEL_LIVE_ACCEPT`` per position, or at the acceptance ``learned(i)`` where that is higher.
+    Without ``learned`` it is the verdict on a draft model that has not drafted yet, which the
+    engine reads off a cached curve before loading the model at all."""
+    position = learned or (lambda _i: MODEL_POSITION_PRIOR)
+    accept = [max(MODEL_LIVE_ACCEPT, position(i)) for i in range(n_max)]
+    return best_length(accept, costs, costs.draft_seconds(name)).k > 0
