@@ -174,6 +174,15 @@ def test_a_curve_checked_within_the_hour_is_used_without_a_check(tiny_target, tm
     source, at = costs_of_a_run()
     assert checks == [1] and at > first  # checked again, and stamped again
     assert not CostModel({1: 1.0}).checked_recently()  # never checked (an older cache): checked now
+    many = Engine(tiny_target, None, options=EngineOptions(n_ctx=256, n_seq=2, **EXACT), method="auto")
+    try:
+        stamped = CostModel({1: 1e-3, 4: 3e-3, 16: 8e-3})
+        stamped.checked_at = at
+        costmodel.save_cached(many._cost_key(many.target_model.path, 0), stamped)
+        many.ensure_costs()
+        assert checks == [1, 1]  # many sequences: a long run, whose curve is checked at every start
+    finally:
+        many.close()
 
 
 def test_auto_leaves_a_draft_that_cannot_pay_unloaded_until_costs_say_it_could(

@@ -232,7 +232,10 @@ class Engine:
         cached = costmodel.load_cached(key, self.warn)
         c = self.costs
         tok = max(0, self.target_model.bos)
-        if cached is not None and cached.checked_recently():
+        # one sequence: the check would cost as long as a short answer takes; many (a batch, a
+        # server): it is a fraction of a second of a long run, and the curve learned at their
+        # depths is checked as before
+        if cached is not None and self.options.n_seq == 1 and cached.checked_recently():
             c.adopt(cached)
         else:
             # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
