@@ -123,10 +123,11 @@ class _Cursor:
     def skip_strings(self, n: int) -> None:
         """Step over n length-prefixed strings (the cost of a big string array)."""
         buf, off, size, unpack = self.buf, self.off, self.size, _U64.unpack_from
-        for _ in range(n):
-            if off + 8 > size:
-                raise _Truncated(f"the header needs {off + 8} bytes, the file has {size}")
-            off += 8 + unpack(buf, off)[0]
+        try:  # no bounds test per string (a third of the time): unpack_from refuses to read past the end
+            for _ in range(n):
+                off += 8 + unpack(buf, off)[0]
+        except struct.error:
+            raise _Truncated(f"the header needs more than {off + 8} bytes, the file has {size}") from None
         if off > size:
             raise _Truncated(f"the header needs {off} bytes, the file has {size}")
         self.off = off
