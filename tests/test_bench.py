@@ -123,3 +123,30 @@ def test_plot_draws_both_panels(tmp_path):
     assert path.stat().st_size > 10_000
     with pytest.raises(UsageError, match="png or .svg"):
         plot(rows, recommend(rows), tmp_path / "bench.pdf")
+
+
+def test_throughput_times_no_batch_with_the_cost_check_in_it(tiny_target, monkeypatch):
+    """bench --parallel: every (count, speculation) system of every repeat; auto's cost check is
+    done before the first timed batch, not inside it."""
+    from specdec_cli.bench import throughput
+    from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+
+    eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=256, n_seq=2, flash_attn="off",
+                                                          cache_type_k="f32", cache_type_v="f32"),
+                 draft=DraftOptions(draft_max=8), method="auto")
+    timed = throughput._one
+
+    def one(engine, *a, **k):
+        assert engine._costs_ready  # checked and calibrated before the clock starts
+        return timed(engine, *a, **k)
+
+    monkeypatch.setattr(throughput, "_one", one)
+    try:
+        prompts = [eng.tokenize_prompt(t) for t in ("one two three one two three one two", "a b c a b c a b")]
+        runs = throughput.run_throughput(eng, {"x": prompts}, [1, 2], repeats=2, gen=GenOptions(max_tokens=8))
+    finally:
+        eng.close()
+    assert [(r.repeat, r.n_parallel, r.speculation) for r in runs] == [
+        (0, 1, False), (0, 1, True), (0, 2, False), (0, 2, True),
+        (1, 2, True), (1, 2, False), (1, 1, True), (1, 1, False)]
+    assert all(r.n_generated == 16 and r.tokens_per_second > 0 for r in runs)
