@@ -17,8 +17,8 @@ keep auto from drafting for good, since a size auto never drafts is never measur
 check costs half of what calibrating does (0.65 s for the 1.5B target on 2 cores, as long as
 a short answer takes), so for one sequence a curve checked within the last ``RECHECK_AFTER_S``
 is trusted as it is: runs in a shell loop pay for the check once, and each run's own passes
-still update the curve. The cache still brings the sizes measured at the run's real context depths and the
-draft costs.
+still update the curve. The cache still brings the sizes measured at the run's real context
+depths and the draft costs.
 """
 
 from __future__ import annotations

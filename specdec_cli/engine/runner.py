@@ -148,7 +148,7 @@ class Engine:
         self.drafters: dict[str, Drafter] = {"ngram": NgramDrafter()}
         self.batch_model: BatchModelDrafter | None = None  # the draft model for many sequences at once
         self.draft_path = Path(draft_path) if draft_path is not None else None
-        self.draft_left_out: str | None = None  # set while auto leaves the draft unloaded (told to ``note``)
+        self.draft_left_out = False  # True while auto leaves the draft unloaded (told to ``note`` once)
         self.note = note
         self.costs = CostModel()
         if self.target_rollback.kind is Rollback.CHECKPOINT:
@@ -174,7 +174,7 @@ class Engine:
         """``method="draft"`` on an auto engine: its draft model, loaded now whatever it costs."""
         if self._draft_pending:
             self._draft_pending = False
-            self.draft_left_out = None
+            self.draft_left_out = False
             self.drafters["auto"].attach(self._load_draft("draft"))
 
     def _settle_draft(self) -> None:
@@ -187,12 +187,12 @@ class Engine:
             return
         c = self.costs
         if "draft" in c.drafts and not could_pay(c, "draft", self.draft_options.draft_max):
-            if self.draft_left_out is None and self.note:
+            if not self.draft_left_out and self.note:
                 share = c.draft_seconds("draft") / c.step_seconds()
                 self.note(f"the draft {self.draft_path.name} is not loaded: on this machine a draft token costs "
                           f"{share:.2f} of a target step, more than drafting with it can save (measured earlier; "
                           "--method draft forces it)")
-            self.draft_left_out = "cannot pay"  # until other costs are set (``set_costs``)
+            self.draft_left_out = True  # until costs on which it could pay are set (``set_costs``)
             return
         self._draft_by_name()
 

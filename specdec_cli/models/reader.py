@@ -123,7 +123,9 @@ class _Cursor:
     def skip_strings(self, n: int) -> None:
         """Step over n length-prefixed strings (the cost of a big string array)."""
         buf, off, size, unpack = self.buf, self.off, self.size, _U64.unpack_from
-        try:  # no bounds test per string (a third of the time): unpack_from refuses to read past the end
+        # no bounds test per string (the 1.5B target's header: 45 ms, not 52): unpack_from refuses
+        # to read past the end
+        try:
             for _ in range(n):
                 off += 8 + unpack(buf, off)[0]
         except struct.error:
