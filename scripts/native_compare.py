@@ -176,6 +176,13 @@ class Side:
     others: float | None = None  # CPU cores other processes kept busy during the run, on average
 
 
+def print_header(hdr: str) -> None:
+    """A table's column line and its rule, flushed so the rows that follow show as they come."""
+    print(hdr)
+    print("-" * len(hdr))
+    sys.stdout.flush()
+
+
 def load_prompts(path: str | None, target: str | Path | None = None) -> list[tuple[str, str]]:
     """(name, raw text) per prompt. Lines with "messages" are rendered with the target's chat
     template (llama.cpp's, as specdec's --chat does); without a target they are an error."""
@@ -443,9 +450,7 @@ def main() -> int:
           f"kv {args.cache_type_k}/{args.cache_type_v}, ngl {args.gpu_layers}, repeats {args.repeats} ({args.stat})")
     hdr = (f"{'prompt':<14} {'tok':>4} {'native t/s':>10} {'specdec t/s':>11} {'ratio':>6}  "
            f"{'native gen/drafted/acc':>29}  {'specdec gen/drafted/acc':>29}  {'others':>9}  output")
-    print(hdr)
-    print("-" * len(hdr))
-    sys.stdout.flush()
+    print_header(hdr)
 
     records, ratios, infos = [], [], []
     n_disturbed = 0
@@ -884,9 +889,7 @@ def server_main(argv: list[str]) -> int:
           f"ngl {args.gpu_layers}, cache_prompt {args.cache_prompt}, ngram-mod n-match {args.ngram_match} "
           f"n-min {args.ngram_min}, draft-max {args.draft_max}, rounds {args.rounds}")
     hdr = f"{'round':>5}  {'system':<24} {'gen':>6} {'wall s':>8} {'tok/s':>8} {'drafted/acc':>16} {'others':>6}  note"
-    print(hdr)
-    print("-" * len(hdr))
-    sys.stdout.flush()
+    print_header(hdr)
 
     records: dict[str, list[dict]] = {label: [] for label, _ in systems}
     load0, t0 = _load(), time.perf_counter()
@@ -1036,8 +1039,7 @@ def session_main(argv: list[str]) -> int:
                        for x in f.result()]
         wall = time.perf_counter() - t0
     hdr = f"{'turn':>4} {'ttft med s':>10} {'ttft max s':>10} {'total med s':>11} {'gen':>6} {'prompt_n':>8} {'cache_n':>8}"
-    print(hdr)
-    print("-" * len(hdr))
+    print_header(hdr)
     for t in range(args.turns):
         rows = [x for x in results if x["turn"] == t]
         ttfts = [x["ttft"] for x in rows if x["ttft"] is not None]
@@ -1121,9 +1123,7 @@ def slot_main(argv: list[str]) -> int:
           f"ctx {args.ctx}, batch {args.batch}, fa {args.flash_attn}, kv {args.cache_type_k}/{args.cache_type_v}")
     hdr = (f"{'round':>5} {'prompt':<14} {'tok':>5} {'gen':>4}  {'server p/d s':>13}  {'specdec p/d s':>13}  "
            f"{'whole ratio':>11}  output")
-    print(hdr)
-    print("-" * len(hdr))
-    sys.stdout.flush()
+    print_header(hdr)
     rows = []
     with Server(args, ServerConfig(1, "none"), log_dir / "slot-server.log") as server:
         for r in range(args.rounds):

@@ -183,12 +183,12 @@ class CostModel:
         model.checked_at = float(checked) if isinstance(checked, (int, float)) else None
         return model
 
-    def checked_recently(self, now: float | None = None) -> bool:
+    def checked_recently(self) -> bool:
         """Whether the curve was calibrated or checked within ``RECHECK_AFTER_S`` (and not in the
         future, but for a second of rounding: a clock set back would keep a curve for good)."""
         if self.checked_at is None:
             return False
-        age = (time.time() if now is None else now) - self.checked_at
+        age = time.time() - self.checked_at
         return -1.0 <= age < RECHECK_AFTER_S
 
 

@@ -138,9 +138,8 @@ class Scheduler:
         if auto is not None:
             engine.ensure_costs()  # which loads auto's draft model if it could pay
         model: BatchModelDrafter | None = engine.batch_model if method in ("auto", "draft") else None
-        if auto is not None:
-            if model is not None and not auto.model_can_pay(self.draft_max):
-                model = None  # the draft model cannot pay on this machine: never asked
+        if auto is not None and model is not None and not auto.model_can_pay(self.draft_max):
+            model = None  # the draft model cannot pay on this machine: never asked
         self.auto, self.model = auto, model
         self.drafter = PassDrafter(engine, method, auto, model)
         self.costs = engine.costs if engine._costs_ready else None

@@ -91,6 +91,7 @@ class GGUFInfo:
     kv: dict = field(default_factory=dict, repr=False, compare=False)
     tensors: list = field(default_factory=list, repr=False, compare=False)
     _tokens_cache: list | None = field(default=None, init=False, repr=False, compare=False)
+    _raw_cache: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def tokens_raw(self) -> bytes | None:
         """The token texts' array as stored in the file, undecoded (None when it was read inline):
@@ -99,9 +100,11 @@ class GGUFInfo:
         ref = self.kv.get("tokenizer.ggml.tokens")
         if not isinstance(ref, ArrayRef):
             return None
-        with open(self.path, "rb") as f:
-            f.seek(ref.offset)
-            return f.read(ref.end - ref.offset)
+        if self._raw_cache is None:  # the target's is compared with every neighbour's
+            with open(self.path, "rb") as f:
+                f.seek(ref.offset)
+                self._raw_cache = f.read(ref.end - ref.offset)
+        return self._raw_cache
 
     def tokens(self) -> list[str]:
         """Token texts by id, exactly as stored (invalid UTF-8 kept via surrogateescape)."""
