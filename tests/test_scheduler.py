@@ -207,6 +207,25 @@ def test_batch_lines_come_in_input_order_and_equal_one_at_a_time(tiny_target, ti
     assert "4 prompts at once" in many.stderr and "seq/pass" in many.stderr.splitlines()[-1]
 
 
+def test_one_at_a_time_batch_summary_gives_the_batch_rate(tiny_target, tmp_path):
+    """Both summaries give generated tokens per second of the whole batch, so the two can be
+    compared (one at a time once gave its decoding rate alone, prompts left out)."""
+    import re
+
+    from test_cli import EXACT as CLI_EXACT
+    from test_cli import specdec
+
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    one = specdec("run", "-t", tiny_target, *CLI_EXACT, "-n", "24", "--batch", batch, "--parallel", "1")
+    assert one.returncode == 0, one.stderr
+    last = one.stderr.splitlines()[-1]
+    m = re.match(r"all \d+ prompts in ([\d.]+) s: .*generated (\d+) tok \| ([\d.]+) tok/s", last)
+    assert m, last
+    seconds, generated, rate = float(m[1]), int(m[2]), float(m[3])
+    assert rate == pytest.approx(generated / seconds, rel=0.02, abs=0.02)
+
+
 def test_parallel_is_never_more_than_the_prompts_and_is_lowered_to_fit(tiny_target, tmp_path, monkeypatch):
     from specdec_cli.commands import loading
     from test_cli import EXACT as CLI_EXACT

@@ -146,12 +146,15 @@ class GenerationStats:
             "stop_reason": self.stop_reason,
         }
 
-    def summary(self) -> str:
-        """The one-line stderr summary of `specdec run`."""
+    def summary(self, tokens_per_second: float | None = None) -> str:
+        """The one-line stderr summary of `specdec run`. ``tokens_per_second``: the rate to show
+        instead of the decoding rate (a batch's: generated tokens per second of the whole batch,
+        prompts included, as its many-at-once summary gives it)."""
+        rate = tokens_per_second if tokens_per_second is not None else self.tokens_per_second
         parts = [
             f"prompt {self.n_prompt} tok",
             f"generated {self.n_generated} tok",
-            f"{self.tokens_per_second:.2f} tok/s" if self.tokens_per_second else "- tok/s",
+            f"{rate:.2f} tok/s" if rate else "- tok/s",
         ]
         if self.n_drafted:
             parts += [
