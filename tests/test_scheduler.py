@@ -223,7 +223,8 @@ def test_one_at_a_time_batch_summary_gives_the_batch_rate(tiny_target, tmp_path)
     m = re.match(r"all \d+ prompts in ([\d.]+) s: .*generated (\d+) tok \| ([\d.]+) tok/s", last)
     assert m, last
     seconds, generated, rate = float(m[1]), int(m[2]), float(m[3])
-    assert rate == pytest.approx(generated / seconds, rel=0.02, abs=0.02)
+    # the seconds are printed to 0.01 s, which on the tiny models' short batch is several percent
+    assert generated / (seconds + 0.005) - 0.01 <= rate <= generated / max(seconds - 0.005, 1e-3) + 0.01
 
 
 def test_parallel_is_never_more_than_the_prompts_and_is_lowered_to_fit(tiny_target, tmp_path, monkeypatch):
