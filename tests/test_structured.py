@@ -80,6 +80,41 @@ def test_many_at_once_obey_their_own_schemas(engine):
         assert res.stats.stop_reason == "grammar"
 
 
+def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine, monkeypatch):
+    """Where a row's mask allows one token, llama.cpp computes no logits for it (a quarter of a
+    step on a CPU); the outputs, alone, drafted and many at once, are those with every row."""
+    from specdec_cli.engine import constraint, scheduler, session
+
+    prompts = [engine.tokenize_prompt(t) for t in PROMPTS]
+    grammars = [_grammar(engine, s) for s in SCHEMAS]
+    base = GenOptions(max_tokens=96)
+
+    def outputs() -> list[list[int]]:
+        out = []
+        for p, g in zip(prompts, grammars):
+            gen = replace(base, grammar=g)
+            out += [engine.generate(p, gen, use_draft=False).tokens, engine.generate(p, gen).tokens]
+        jobs = [Job(i, p, gen=replace(base, grammar=g)) for i, (p, g) in enumerate(zip(prompts, grammars))]
+        out += [r.tokens for _j, r in sorted(engine.run_many(jobs, base, n_parallel=3), key=lambda x: x[0].index)]
+        return out
+
+    fixed = []
+
+    def counting(masks):
+        only = constraint.only_allowed(masks)
+        fixed.extend(t for t in only if t is not None)
+        return only
+
+    monkeypatch.setattr(session, "only_allowed", counting)
+    monkeypatch.setattr(scheduler, "only_allowed", counting)
+    skipping = outputs()
+    every_row = lambda masks: [None] * len(masks)  # noqa: E731
+    monkeypatch.setattr(session, "only_allowed", every_row)
+    monkeypatch.setattr(scheduler, "only_allowed", every_row)
+    assert outputs() == skipping
+    assert len(fixed) > 20, fixed
+
+
 def test_sampled_first_tokens_follow_the_masked_target(tiny_target, tiny_draft):
     """At temperature 1 the first token of an enum's value is drawn from the target's distribution
     restricted to what the grammar allows, with drafts in play."""

@@ -357,11 +357,28 @@ def draft_under(constraint: Constraint, drafter, history: list[int], n_draft: in
     return proposal.truncated(n), min(len(forced), n, len(proposal.tokens))
 
 
-def masked_rows(rows, masks: np.ndarray):
+def only_allowed(masks: np.ndarray) -> list[int | None]:
+    """Per row of ``masks``, the one token it allows, or None where it allows several (or none).
+
+    Such a row needs no logits: whatever the target's scores, the masked choice is that token
+    (greedy, sampled or verified exactly). On a CPU the output row of a 150k vocabulary costs
+    about a quarter of a decode step (8 of 30 ms for the 1.5B target on 2 cores), so the
+    structure a JSON Schema forces is cheaper to read when llama.cpp skips those rows."""
+    return [int(np.argmax(m)) if np.count_nonzero(m) == 1 else None for m in masks]
+
+
+def masked_rows(rows, masks: np.ndarray, only: list[int | None] | None = None):
     """``rows`` (row index -> logits) with each row masked to what the grammar allows there; each
-    row is copied, since the context's logits are shared with the next pass."""
+    row is copied, since the context's logits are shared with the next pass. Where ``only[i]``
+    names the one token a row allows, the row is that token's alone and ``rows(i)`` is not read
+    (the pass may have computed no logits there)."""
+    width = masks.shape[-1]
 
     def row(i: int) -> np.ndarray:
+        if only is not None and i < len(only) and only[i] is not None:
+            out = np.full(width, _NEG_INF, dtype=np.float32)
+            out[only[i]] = 0.0
+            return out
         out = np.array(rows(i), dtype=np.float32)
         apply_mask(out, masks[i])
         return out

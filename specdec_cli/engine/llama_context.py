@@ -109,12 +109,14 @@ class Context(FreedOnCollect):
         self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
 
-    def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last", skip: int = 0) -> None:
+    def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last", skip: int = 0,
+               rows: list[bool] | None = None) -> None:
         """Evaluate ``tokens`` at positions pos0.. in one pass (chunked by n_batch).
 
         ``outputs`` is ``"last"`` (logits for the final token only: prefill and drafting)
         or ``"all"`` (logits for every token from index ``skip`` on: the verify pass, whose
-        first ``skip`` tokens re-evaluate what a restored checkpoint lost).
+        first ``skip`` tokens re-evaluate what a restored checkpoint lost); with ``rows``, only
+        for the tokens from ``skip`` on whose entry is true (rows a grammar decides alone).
         """
         n = len(tokens)
         if outputs == "all" and n - skip > self.params.n_outputs_max:
@@ -132,7 +134,8 @@ class Context(FreedOnCollect):
             for i, t in enumerate(chunk):
                 b.token[i] = t
                 b.pos[i] = pos0 + start + i
-                b.logits[i] = outputs == "all" and start + i >= skip
+                j = start + i - skip
+                b.logits[i] = outputs == "all" and j >= 0 and (rows is None or rows[j])
             if outputs == "last" and start + k == n:
                 b.logits[k - 1] = 1
             b.n_tokens = k

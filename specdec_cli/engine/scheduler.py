@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..terminal.textstream import Segment, TextStream
-from .constraint import masked_rows
+from .constraint import masked_rows, only_allowed
 from .drafters.edits import EditTracker
 from .drafters.model_batch import BatchModelDrafter
 from .drafters.ngram import NgramDrafter
@@ -208,13 +208,19 @@ class Scheduler:
         seqs: list[int] = []
         outs: list[bool] = []
         base: list[int] = []
-        for s, d in zip(dec, drafts):
+        masks: list[tuple | None] = []  # per decoding sequence under a grammar: its rows' masks, and
+        for s, d in zip(dec, drafts):  # the one token of each row the grammar decides alone (no logits)
             base.append(len(toks))
+            m = None
+            if s.constraint is not None:
+                along = s.constraint.masks_along(d.proposal.tokens)
+                m = (along, only_allowed(along))
+            masks.append(m)
             for i, t in enumerate([s.tokens[-1], *d.proposal.tokens]):
                 toks.append(t)
                 pos.append(s.n_cached + i)
                 seqs.append(s.seq)
-                outs.append(True)
+                outs.append(m is None or m[1][i] is None)
         room = self.ctx.n_batch - len(toks)
         chunks: list[tuple[_Slot, int]] = []
         firsts: list[tuple[_Slot, int]] = []  # prompts read to the end in this pass: their first token too
@@ -247,7 +253,8 @@ class Scheduler:
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
         dt = time.perf_counter() - t
-        if self.costs is not None:
+        fixed = any(m is not None and m[1].count(None) < len(m[1]) for m in masks)
+        if self.costs is not None and not fixed:  # the curve prices passes with every decoding row
             self.costs.observe_pass(len(toks), dt)
         self.stats.n_passes += 1
         self.stats.seq_passes += len(dec)
@@ -256,10 +263,10 @@ class Scheduler:
             if s.decoding:
                 s.stats.prompt_seconds = time.perf_counter() - s.t_admit
         share = t_draft / max(1, len(dec))
-        verify = [(s, d, b, share) for s, d, b in zip(dec, drafts, base)]
-        verify += [(s, Drafted.nothing(), b, 0.0) for s, b in firsts]  # drafted nothing: no drafting time
-        for s, d, b, drafting in verify:
-            ended = self._verify(s, d, b, dt, drafting)
+        verify = [(s, d, b, share, m) for s, d, b, m in zip(dec, drafts, base, masks)]
+        verify += [(s, Drafted.nothing(), b, 0.0, None) for s, b in firsts]  # drafted nothing: no drafting time
+        for s, d, b, drafting, m in verify:
+            ended = self._verify(s, d, b, dt, drafting, m)
             if ended is not None:
                 done.append(ended)
         return done
@@ -354,14 +361,18 @@ class Scheduler:
             slot.ngram.begin(job.prompt)
 
     # --- verification and the end of a job ----------------------------------------------------
-    def _verify(self, s: _Slot, d: Drafted, base: int, dt: float, draft_share: float):
+    def _verify(self, s: _Slot, d: Drafted, base: int, dt: float, draft_share: float, masks=None):
+        """``masks``: the grammar's (masks, only_allowed) for the pass's rows of ``s``, computed
+        before the pass (a sequence whose prompt ended in it: computed here)."""
         st = s.stats
         if s.t_decode is None:
             s.t_decode = time.perf_counter() - dt
         ctx = self.ctx
         rows = lambda i: ctx.logits(base + i)  # noqa: E731
         if s.constraint is not None:
-            rows = masked_rows(rows, s.constraint.masks_along(d.proposal.tokens))
+            if masks is None:
+                masks = (s.constraint.masks_along(d.proposal.tokens), None)
+            rows = masked_rows(rows, *masks)
         accepted = s.verifier.verify(rows, d.proposal)
         n_kept = len(accepted) - 1
         draft = d.proposal.tokens

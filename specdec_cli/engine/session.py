@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.memory_kinds import Rollback
-from .constraint import draft_under, masked_rows
+from .constraint import draft_under, masked_rows, only_allowed
 from .costmodel import CostModel
 from .drafters.base import Drafter
 from .llama_context import Context
@@ -145,16 +145,21 @@ class Session:
                     rb.before_pass(n_cached)
                     if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
                         self.costs.observe_checkpoint("save", rb.last_save)
+                masks = only = None
+                if cons is not None:  # rows the grammar decides alone get no logits
+                    masks = cons.masks_along(draft)
+                    only = only_allowed(masks)
                 t0 = time.perf_counter()
-                tgt.decode(batch, n_cached, outputs="all", skip=len(replay))
+                tgt.decode(batch, n_cached, outputs="all", skip=len(replay),
+                           rows=None if only is None else [t is None for t in only])
                 dt = time.perf_counter() - t0
                 st.target_seconds += dt
-                if self.costs is not None:
-                    self.costs.observe_pass(len(batch), dt)
+                if self.costs is not None and (only is None or only.count(None) == len(only)):
+                    self.costs.observe_pass(len(batch), dt)  # the curve prices passes with every row
                 st.n_target_passes += 1
                 rows = _rows_from(tgt, len(replay))
-                if cons is not None:
-                    rows = masked_rows(rows, cons.masks_along(draft))
+                if masks is not None:
+                    rows = masked_rows(rows, masks, only)
                 accepted = self.verifier.verify(rows, proposal)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
