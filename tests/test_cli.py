@@ -60,6 +60,33 @@ def test_run_json_has_the_documented_fields(tiny_target, tiny_draft):
     assert out["n_prompt"] == len(out["prompt_tokens"])
 
 
+def test_run_json_says_whether_auto_loaded_the_draft(tiny_target, tiny_draft, tmp_path):
+    """``draft`` names the file paired; ``draft_loaded`` whether auto loaded it (it leaves a draft
+    the measured costs say cannot pay unloaded, with a note on stderr), one prompt or a batch."""
+    env = {"SPECDEC_COST_CACHE": str(tmp_path / "costs.json")}
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text("hello\nworld\n")
+    base = ["run", "-t", tiny_target, "-d", tiny_draft, "--method", "auto", "-n", "8", "--json", *EXACT]
+
+    def lines() -> list[dict]:
+        out = []
+        for extra in (["hello"], ["--batch", jobs]):
+            proc = specdec(*base, *extra, env=env)
+            assert proc.returncode == 0, proc.stderr
+            assert ("is not loaded" in proc.stderr) == (not json.loads(proc.stdout.splitlines()[0])["draft_loaded"])
+            out += [json.loads(line) for line in proc.stdout.splitlines()]
+        assert len(out) == 3 and all(line["draft"] == str(tiny_draft) for line in out)
+        return out
+
+    assert all(line["draft_loaded"] is True for line in lines())  # no draft cost known: loaded, measured
+    cache = json.loads((tmp_path / "costs.json").read_text())
+    assert len(cache["entries"]) == 2  # one sequence, and the batch's
+    for entry in cache["entries"].values():  # a draft token as dear as ten target steps
+        entry["draft_ms_per_token"]["draft"] = 10 * entry["pass_ms"]["1"]
+    (tmp_path / "costs.json").write_text(json.dumps(cache))
+    assert all(line["draft_loaded"] is False for line in lines())
+
+
 def test_run_same_output_from_argument_file_and_stdin(tiny_target, tiny_draft, tmp_path):
     prompt_file = tmp_path / "p.txt"
     prompt_file.write_text("the world is")
