@@ -50,7 +50,7 @@ class ScriptedTarget:
     def kv_keep_until(self, pos: int) -> None:
         pass
 
-    def decode(self, tokens, pos0, *, outputs="last", skip=0) -> None:
+    def decode(self, tokens, pos0, *, outputs="last", skip=0, rows=None) -> None:
         self.passes += outputs == "all"
         self._rows = []
         for i in range(len(tokens)):
@@ -118,7 +118,7 @@ class NoisyScriptedTarget(ScriptedTarget):
         super().__init__(script, eog)
         self.lift = lift
 
-    def decode(self, tokens, pos0, *, outputs="last", skip=0) -> None:
+    def decode(self, tokens, pos0, *, outputs="last", skip=0, rows=None) -> None:
         super().decode(tokens, pos0, outputs=outputs, skip=skip)
         for row in self._rows:
             row *= self.lift / 10.0

@@ -83,7 +83,7 @@ def test_many_at_once_obey_their_own_schemas(engine):
 def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine, monkeypatch):
     """Where a row's mask allows one token, llama.cpp computes no logits for it (a quarter of a
     step on a CPU); the outputs, alone, drafted and many at once, are those with every row."""
-    from specdec_cli.engine import constraint, scheduler, session
+    from specdec_cli.engine import constraint
 
     prompts = [engine.tokenize_prompt(t) for t in PROMPTS]
     grammars = [_grammar(engine, s) for s in SCHEMAS]
@@ -99,18 +99,16 @@ def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine,
         return out
 
     fixed = []
+    real = constraint.only_allowed
 
     def counting(masks):
-        only = constraint.only_allowed(masks)
+        only = real(masks)
         fixed.extend(t for t in only if t is not None)
         return only
 
-    monkeypatch.setattr(session, "only_allowed", counting)
-    monkeypatch.setattr(scheduler, "only_allowed", counting)
+    monkeypatch.setattr(constraint, "only_allowed", counting)
     skipping = outputs()
-    every_row = lambda masks: [None] * len(masks)  # noqa: E731
-    monkeypatch.setattr(session, "only_allowed", every_row)
-    monkeypatch.setattr(scheduler, "only_allowed", every_row)
+    monkeypatch.setattr(constraint, "only_allowed", lambda masks: [None] * len(masks))  # every row
     assert outputs() == skipping
     assert len(fixed) > 20, fixed
 

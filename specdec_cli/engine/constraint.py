@@ -367,6 +367,32 @@ def only_allowed(masks: np.ndarray) -> list[int | None]:
     return [int(np.argmax(m)) if np.count_nonzero(m) == 1 else None for m in masks]
 
 
+@dataclass
+class PassMasks:
+    """The grammar's masks over the rows of one verify pass, taken before the pass: the rows
+    that need logits at all (``wanted``), and the masked rows once it has run (``rows``)."""
+
+    masks: np.ndarray
+    only: list[int | None]  # ``only_allowed(masks)``
+
+    @classmethod
+    def along(cls, constraint: Constraint, draft: list[int]) -> PassMasks:
+        masks = constraint.masks_along(draft)
+        return cls(masks, only_allowed(masks))
+
+    def wanted(self) -> list[bool]:
+        """Per row, whether llama.cpp must compute its logits."""
+        return [t is None for t in self.only]
+
+    @property
+    def every_row(self) -> bool:
+        """No row was left without logits (the pass costs what the cost curve prices)."""
+        return all(t is None for t in self.only)
+
+    def rows(self, rows):
+        return masked_rows(rows, self.masks, self.only)
+
+
 def masked_rows(rows, masks: np.ndarray, only: list[int | None] | None = None):
     """``rows`` (row index -> logits) with each row masked to what the grammar allows there; each
     row is copied, since the context's logits are shared with the next pass. Where ``only[i]``

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..terminal.textstream import Segment, TextStream
-from .constraint import masked_rows, only_allowed
+from .constraint import PassMasks
 from .drafters.edits import EditTracker
 from .drafters.model_batch import BatchModelDrafter
 from .drafters.ngram import NgramDrafter
@@ -208,19 +208,17 @@ class Scheduler:
         seqs: list[int] = []
         outs: list[bool] = []
         base: list[int] = []
-        masks: list[tuple | None] = []  # per decoding sequence under a grammar: its rows' masks, and
-        for s, d in zip(dec, drafts):  # the one token of each row the grammar decides alone (no logits)
+        masks: list[PassMasks | None] = []  # under a grammar: rows it decides alone get no logits
+        for s, d in zip(dec, drafts):
             base.append(len(toks))
-            m = None
-            if s.constraint is not None:
-                along = s.constraint.masks_along(d.proposal.tokens)
-                m = (along, only_allowed(along))
+            m = PassMasks.along(s.constraint, d.proposal.tokens) if s.constraint is not None else None
             masks.append(m)
+            wanted = m.wanted() if m is not None else None
             for i, t in enumerate([s.tokens[-1], *d.proposal.tokens]):
                 toks.append(t)
                 pos.append(s.n_cached + i)
                 seqs.append(s.seq)
-                outs.append(m is None or m[1][i] is None)
+                outs.append(wanted is None or wanted[i])
         room = self.ctx.n_batch - len(toks)
         chunks: list[tuple[_Slot, int]] = []
         firsts: list[tuple[_Slot, int]] = []  # prompts read to the end in this pass: their first token too
@@ -253,9 +251,8 @@ class Scheduler:
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
         dt = time.perf_counter() - t
-        fixed = any(m is not None and m[1].count(None) < len(m[1]) for m in masks)
-        if self.costs is not None and not fixed:  # the curve prices passes with every decoding row
-            self.costs.observe_pass(len(toks), dt)
+        if self.costs is not None and all(m is None or m.every_row for m in masks):
+            self.costs.observe_pass(len(toks), dt)  # the curve prices passes with every decoding row
         self.stats.n_passes += 1
         self.stats.seq_passes += len(dec)
         for s, take in chunks:
@@ -361,18 +358,17 @@ class Scheduler:
             slot.ngram.begin(job.prompt)
 
     # --- verification and the end of a job ----------------------------------------------------
-    def _verify(self, s: _Slot, d: Drafted, base: int, dt: float, draft_share: float, masks=None):
-        """``masks``: the grammar's (masks, only_allowed) for the pass's rows of ``s``, computed
-        before the pass (a sequence whose prompt ended in it: computed here)."""
+    def _verify(self, s: _Slot, d: Drafted, base: int, dt: float, draft_share: float,
+                masks: PassMasks | None = None):
+        """``masks``: the grammar's over the pass's rows of ``s``, taken before the pass (for a
+        sequence whose prompt ended in it, here)."""
         st = s.stats
         if s.t_decode is None:
             s.t_decode = time.perf_counter() - dt
         ctx = self.ctx
         rows = lambda i: ctx.logits(base + i)  # noqa: E731
         if s.constraint is not None:
-            if masks is None:
-                masks = (s.constraint.masks_along(d.proposal.tokens), None)
-            rows = masked_rows(rows, *masks)
+            rows = (masks or PassMasks.along(s.constraint, d.proposal.tokens)).rows(rows)
         accepted = s.verifier.verify(rows, d.proposal)
         n_kept = len(accepted) - 1
         draft = d.proposal.tokens

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.memory_kinds import Rollback
-from .constraint import draft_under, masked_rows, only_allowed
+from .constraint import PassMasks, draft_under
 from .costmodel import CostModel
 from .drafters.base import Drafter
 from .llama_context import Context
@@ -145,21 +145,18 @@ class Session:
                     rb.before_pass(n_cached)
                     if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
                         self.costs.observe_checkpoint("save", rb.last_save)
-                masks = only = None
-                if cons is not None:  # rows the grammar decides alone get no logits
-                    masks = cons.masks_along(draft)
-                    only = only_allowed(masks)
-                t0 = time.perf_counter()
+                masks = PassMasks.along(cons, draft) if cons is not None else None
+                t0 = time.perf_counter()  # rows the grammar decides alone get no logits
                 tgt.decode(batch, n_cached, outputs="all", skip=len(replay),
-                           rows=None if only is None else [t is None for t in only])
+                           rows=masks.wanted() if masks is not None else None)
                 dt = time.perf_counter() - t0
                 st.target_seconds += dt
-                if self.costs is not None and (only is None or only.count(None) == len(only)):
+                if self.costs is not None and (masks is None or masks.every_row):
                     self.costs.observe_pass(len(batch), dt)  # the curve prices passes with every row
                 st.n_target_passes += 1
                 rows = _rows_from(tgt, len(replay))
                 if masks is not None:
-                    rows = masked_rows(rows, masks, only)
+                    rows = masks.rows(rows)
                 accepted = self.verifier.verify(rows, proposal)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
