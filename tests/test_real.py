@@ -32,6 +32,16 @@ def qwen(real_target, real_draft):
     eng.close()
 
 
+def test_chat_renders_the_models_own_template_as_llama_server_does(qwen):
+    """Qwen2.5's Jinja template adds its default system prompt when the messages carry none;
+    llama.cpp's built-in chatml format leaves it out (llama-server's /apply-template gives this)."""
+    got = qwen.render_chat([{"role": "user", "content": "hi"}])
+    assert got == ("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+                   "<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    own = qwen.render_chat([{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}])
+    assert own == "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_real_pair_is_the_targets_output(qwen, prompt):
     tokens = qwen.tokenize_prompt(qwen.render_chat([{"role": "user", "content": prompt}]))

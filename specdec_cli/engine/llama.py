@@ -4,7 +4,8 @@ Only three modules call llama.cpp, all in ``engine/``: this one (the binding, ll
 the backend, the abort callbacks, the staging functions of ``llama-ext.h``), ``llama_model.py``
 (a loaded GGUF: vocabulary, metadata, chat template) and ``llama_context.py`` (contexts, their
 KV cache, batches, logits and hidden states). Everything above them deals in Python ints,
-lists and numpy views; nothing else imports ``llama_cpp``. Keeping the FFI there means the
+lists and numpy views; nothing else calls into ``llama_cpp``'s native library
+(``chat_template.py`` borrows its pure-Python Jinja chat formatter). Keeping the FFI there means the
 decode loop stays readable and the bindings' quirks (pointer lifetimes, batch layout,
 logging) are handled once.
 """

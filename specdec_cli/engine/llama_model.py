@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import SpecdecError, UsageError
 from ..terminal import interrupts
+from .chat_template import render
 from .llama import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, cpu_extra_buffers_safe, ext, init_backend
 
 
@@ -115,7 +116,8 @@ class Model(FreedOnCollect):
 
     # --- chat -------------------------------------------------------------------------------
     def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True) -> str:
-        """Render messages with the model's own template, through llama.cpp's template engine."""
+        """Render messages with the model's own template: its Jinja, as llama-server does
+        (``chat_template.py`` says why), else llama.cpp's built-in format for it."""
         ll = bindings()
         tmpl = ll.llama_model_chat_template(self._ptr, None)
         if not tmpl:
@@ -123,7 +125,16 @@ class Model(FreedOnCollect):
                 f"{self.path.name} has no chat template",
                 hint="drop --chat and pass the raw prompt",
             )
-        keep = [(m["role"].encode(), str(m["content"]).encode()) for m in messages]
+        plain = [{"role": m["role"], "content": str(m["content"])} for m in messages]
+        special = lambda t: self.token_text(t) if t >= 0 else ""  # noqa: E731
+        return render(tmpl.decode("utf-8", errors="replace"), plain, bos=special(self.bos),
+                      eos=special(int(ll.llama_vocab_eos(self._vocab))), add_generation_prompt=add_generation_prompt,
+                      builtin=lambda: self._builtin_chat(tmpl, plain, add_generation_prompt))
+
+    def _builtin_chat(self, tmpl: bytes, messages: list[dict], add_generation_prompt: bool) -> str:
+        """llama.cpp's built-in format for the template (``llama_chat_apply_template``)."""
+        ll = bindings()
+        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
         arr = (ll.llama_chat_message * len(keep))()
         for i, (role, content) in enumerate(keep):
             arr[i].role = role
