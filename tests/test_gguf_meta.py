@@ -248,6 +248,19 @@ def test_eot_by_key_and_by_text(tmp_path):
     assert read_gguf(p).eot_id == 150
 
 
+def test_eot_is_looked_up_when_asked_for(tmp_path):
+    """Finding a draft reads every GGUF beside the target and needs none of their end-of-turn
+    tokens: the text search over the token array waits until someone asks."""
+    toks = BPE_TOKENS[:150] + ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    p = write_meta_gguf(tmp_path / "e.gguf", vocab=toks, meta={"tokenizer.ggml.model": "gpt2"})
+    info = read_gguf(p)
+    assert info._eot_cache is None
+    assert info.eot_id == 152 and info.to_dict()["eot_id"] == 152
+    gone = read_gguf(p)
+    p.unlink()
+    assert gone.eot_id is None  # the file went away after its header was read: not known, no traceback
+
+
 def test_no_vocab(tmp_path):
     info = read_gguf(write_meta_gguf(tmp_path / "nv.gguf", vocab=None))
     assert info.vocab_type is None and info.vocab_model is None and info.n_vocab == 0

@@ -102,8 +102,11 @@ class GGUFInfo:
         if self._eot_cache is None:
             eot = None
             if self.vocab_type:
-                with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                    eot = eot_id(self.kv, self.n_vocab, buf)
+                try:
+                    with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                        eot = eot_id(self.kv, self.n_vocab, buf)
+                except (OSError, ValueError):  # gone or emptied since it was read: not known
+                    eot = None
             self._eot_cache = (eot,)
         return self._eot_cache[0]
 
