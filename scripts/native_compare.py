@@ -87,8 +87,8 @@ agree on their common length (batched decoding can change a near-tie greedy pick
 
 Prompts (both modes): the --prompts-file formats above, plus JSONL lines with "messages" (the
 project's specdec_cli/bench/prompts/*.jsonl): those are rendered with the target's own chat
-template through llama.cpp's llama_chat_apply_template (vocab-only load via llama-cpp-python's
-low-level API), the way specdec's --chat renders them, and sent as raw text.
+template the way specdec's --chat renders them (its Jinja, else llama.cpp's built-in format;
+vocab-only load via llama-cpp-python's low-level API), and sent as raw text.
 
 Session mode (agent-loop shape; llama-server only):
 
@@ -185,7 +185,7 @@ def print_header(hdr: str) -> None:
 
 def load_prompts(path: str | None, target: str | Path | None = None) -> list[tuple[str, str]]:
     """(name, raw text) per prompt. Lines with "messages" are rendered with the target's chat
-    template (llama.cpp's, as specdec's --chat does); without a target they are an error."""
+    template (as specdec's --chat does); without a target they are an error."""
     if not path:
         return DEFAULT_PROMPTS
     try:
@@ -225,12 +225,15 @@ def load_prompts(path: str | None, target: str | Path | None = None) -> list[tup
 
 
 def render_chats(model_path: str | Path, conversations: list[list[dict]]) -> list[str]:
-    """Each conversation rendered with the model's own chat template and the assistant's opening
-    (llama.cpp's llama_chat_apply_template, from a vocab-only load: what specdec's --chat does)."""
+    """Each conversation rendered with the model's own chat template and the assistant's opening,
+    as specdec's --chat renders it (``specdec_cli.engine.chat_template``: the template's Jinja,
+    else llama.cpp's built-in format), from a vocab-only load."""
     import ctypes
 
     import llama_cpp as ll
     from llama_cpp._logger import set_verbose
+
+    from specdec_cli.engine.chat_template import render
 
     set_verbose(False)  # llama.cpp's load log, errors aside
     ll.llama_backend_init()
@@ -243,9 +246,13 @@ def render_chats(model_path: str | Path, conversations: list[list[dict]]) -> lis
         tmpl = ll.llama_model_chat_template(model, None)
         if not tmpl:
             sys.exit(f"error: {Path(model_path).name} has no chat template; give raw \"prompt\" lines instead.")
-        out = []
-        for msgs in conversations:
-            keep = [(str(m["role"]).encode(), str(m["content"]).encode()) for m in msgs]
+        vocab = ll.llama_model_get_vocab(model)
+
+        def special(token: int) -> str:
+            return ll.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace") if token >= 0 else ""
+
+        def builtin(msgs: list[dict]) -> str:
+            keep = [(m["role"].encode(), m["content"].encode()) for m in msgs]
             arr = (ll.llama_chat_message * len(keep))()
             for i, (role, content) in enumerate(keep):
                 arr[i].role, arr[i].content = role, content
@@ -257,7 +264,14 @@ def render_chats(model_path: str | Path, conversations: list[list[dict]]) -> lis
                 n = ll.llama_chat_apply_template(tmpl, arr, len(keep), True, buf, n)
             if n < 0:
                 sys.exit(f"error: llama.cpp does not recognise the chat template of {Path(model_path).name}")
-            out.append(buf.raw[:n].decode("utf-8", errors="replace"))
+            return buf.raw[:n].decode("utf-8", errors="replace")
+
+        out = []
+        for msgs in conversations:
+            plain = [{"role": str(m["role"]), "content": str(m["content"])} for m in msgs]
+            out.append(render(tmpl.decode("utf-8", errors="replace"), plain, bos=special(ll.llama_vocab_bos(vocab)),
+                              eos=special(ll.llama_vocab_eos(vocab)), add_generation_prompt=True,
+                              builtin=lambda plain=plain: builtin(plain)))
         return out
     finally:
         ll.llama_model_free(model)
