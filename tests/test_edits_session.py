@@ -21,6 +21,8 @@ N_VOCAB = 64
 
 
 class _Model:
+    n_swa = 0
+
     def __init__(self, eog: int):
         self.eog = eog
 
@@ -43,6 +45,9 @@ class ScriptedTarget:
 
     def kv_clear(self) -> None:
         pass
+
+    def held_prefix(self, tokens, limit) -> int:
+        return 0  # every generation starts from an empty memory
 
     def kv_try_keep_until(self, pos: int) -> bool:
         return True

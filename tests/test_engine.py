@@ -255,3 +255,61 @@ def test_a_pass_ends_when_the_device_is_done(tiny_target, monkeypatch):
         ctx.close()
         model.close()
     assert calls == ["decode", "sync", "decode", "sync"]
+
+
+# --- the prompt prefix kept between generations -------------------------------------------------
+def test_a_prompt_reuses_the_prefix_the_last_generation_left_and_decodes_as_from_scratch(tiny_target):
+    """One generation after another (a batch one at a time, bench): the target keeps the cells of
+    the prompt head they share, as llama-server's prompt cache does, and the output is the one a
+    fresh engine gives."""
+    shared = "hello world this is the cat and the dog and one two three four five six"
+    prompts = [shared + " we can see", shared + " the world is", "one two three four five"]
+    gen = GenOptions(max_tokens=24)
+
+    def fresh(tokens):
+        eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=512, **EXACT), method=None)
+        try:
+            return eng.generate(tokens, gen)
+        finally:
+            eng.close()
+
+    eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=512, **EXACT), method="ngram",
+                 draft=DraftOptions(draft_max=4))
+    try:
+        toks = [eng.tokenize_prompt(p) for p in prompts]
+        first = eng.generate(toks[0], gen)
+        assert first.stats.n_prompt_reused == 0
+        second = eng.generate(toks[1], gen)
+        common = next(i for i, (a, b) in enumerate(zip(toks[0], toks[1])) if a != b)
+        assert second.stats.n_prompt_reused == common > 10
+        again = eng.generate(toks[1], gen, use_draft=False)
+        assert again.stats.n_prompt_reused == len(toks[1]) - 1  # all but the last token, which the first pass reads
+        other = eng.generate(toks[2], gen)
+        assert other.stats.n_prompt_reused == next(i for i, (a, b) in enumerate(zip(toks[1], toks[2])) if a != b) < 2
+        for tokens, res in zip([toks[0], toks[1], toks[1], toks[2]], [first, second, again, other]):
+            assert res.tokens == fresh(tokens).tokens
+    finally:
+        eng.close()
+
+
+def test_the_context_knows_what_sequence_0_holds(tiny_target):
+    model = Model(tiny_target)
+    ctx = Context(model, ContextParams(n_ctx=128, n_seq_max=2, n_outputs_max=4))
+    try:
+        assert ctx.held_prefix([5, 6, 7], 3) == 0
+        ctx.decode([5, 6, 7, 8], 0)
+        assert ctx.held_prefix([5, 6, 7, 9], 4) == 3 and ctx.held_prefix([5, 6, 7, 8], 2) == 2
+        ctx.kv_keep_until(2)
+        assert ctx.held_prefix([5, 6, 7], 3) == 2
+        ctx.decode([9], 2)
+        assert ctx.held_prefix([5, 6, 9], 3) == 3
+        ctx.seq_rm(0, 1, 2)  # a hole: nothing known from position 1 on
+        assert ctx.held_prefix([5, 6, 9], 3) == 1
+        ctx.decode_many([1, 2], [3, 0], [0, 1], [False, True])  # many sequences: no longer followed
+        assert ctx.held_prefix([5, 1], 2) == 0
+        ctx.kv_clear()
+        ctx.decode([3, 4], 0)
+        assert ctx.held_prefix([3, 4], 2) == 2
+    finally:
+        ctx.close()
+        model.close()

@@ -145,6 +145,7 @@ def test_sliding_window_rolls_back_past_its_window(tiny_gemma3, tiny_gemma3_draf
             alone = eng.generate(tokens, GenOptions(max_tokens=300), use_draft=False).tokens
             res = eng.generate(tokens, GenOptions(max_tokens=300))
             assert res.tokens == alone, prompt
+            assert res.stats.n_prompt_reused == 0  # the window let the old prompt's cells go: read again
             assert len(tokens) + len(alone) > 256
             assert any(0 < a < d for d, a in res.stats.steps)
     finally:

@@ -105,6 +105,10 @@ class Context(FreedOnCollect):
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = SEQ
         self._seqs_set = False  # a multi-sequence pass wrote other sequence ids into the batch
+        # the tokens sequence 0 holds at positions 0.., as far as this object has seen them go in
+        # (None: unknown, after a multi-sequence pass, a copy into it or a restored state); a
+        # generation reuses the part its prompt shares with them (``held_prefix``)
+        self._held: list[int] | None = []
         self._n_vocab = model.n_vocab
         self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
@@ -140,6 +144,7 @@ class Context(FreedOnCollect):
                 b.logits[k - 1] = 1
             b.n_tokens = k
             self._run_batch(k, pos0 + start + k)
+            self._note_held(chunk, pos0 + start)
             start += k
 
     def decode_many(self, tokens: list[int], positions: list[int], seqs: list[int], outputs: list[bool]) -> None:
@@ -159,7 +164,25 @@ class Context(FreedOnCollect):
             b.logits[i] = outputs[i]
         self._seqs_set = True
         b.n_tokens = n
+        self._held = None
         self._run_batch(n, None)
+
+    def _note_held(self, tokens: list[int], pos0: int) -> None:
+        held = self._held
+        if held is not None and pos0 <= len(held):
+            del held[pos0:]
+            held.extend(tokens)
+        else:
+            self._held = None
+
+    def held_prefix(self, tokens: list[int], limit: int) -> int:
+        """How many of ``tokens``, from the start and at most ``limit``, sequence 0 holds already
+        (0 when what it holds is unknown)."""
+        held = self._held or ()
+        n, top = 0, min(limit, len(held), len(tokens))
+        while n < top and held[n] == tokens[n]:
+            n += 1
+        return n
 
     def _run_batch(self, k: int, needed: int | None) -> None:
         """llama_decode over the first ``k`` entries of the batch; long passes can be aborted by a signal."""
@@ -227,6 +250,7 @@ class Context(FreedOnCollect):
         or through the encoder graph of an encoder-decoder draft head."""
         if batch.size == 0:
             return
+        self._held = None
         t0 = time.perf_counter()
         ll = bindings()
         with interrupts.native():
@@ -243,11 +267,24 @@ class Context(FreedOnCollect):
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
         """Drop positions [p0, p1) of ``seq`` (p1 -1: to the end; p0 -1 and p1 -1: all of it).
         False where the memory cannot drop a part (a recurrent state)."""
-        return bool(bindings().llama_memory_seq_rm(self._mem, seq, p0, p1))
+        ok = bool(bindings().llama_memory_seq_rm(self._mem, seq, p0, p1))
+        if ok and seq in (SEQ, -1):
+            self._forget_from(p0, p1)
+        return ok
+
+    def _forget_from(self, p0: int, p1: int) -> None:
+        if p1 >= 0 and self._held is not None and p1 < len(self._held):  # a hole: unknown from p0 on
+            p1 = -1
+        if p0 <= 0 and p1 < 0:
+            self._held = []
+        elif self._held is not None:
+            del self._held[p0:]
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
         """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once."""
         bindings().llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+        if dst == SEQ:
+            self._held = None
 
     def kv_keep_until(self, pos: int) -> None:
         """Drop every cached position >= pos, where the cache can (an attention cache, the
@@ -261,7 +298,10 @@ class Context(FreedOnCollect):
     def kv_try_keep_until(self, pos: int) -> bool:
         """Drop every cached position >= pos; False (and nothing dropped) where the memory
         cannot, as a recurrent state cannot without a snapshot."""
-        return bool(bindings().llama_memory_seq_rm(self._mem, SEQ, pos, -1))
+        ok = bool(bindings().llama_memory_seq_rm(self._mem, SEQ, pos, -1))
+        if ok:
+            self._forget_from(pos, -1)
+        return ok
 
     # --- rollback support (memory_kinds.py explains the kinds) -------------------------------
     def probe_rollback(self) -> Rollback:
@@ -306,6 +346,7 @@ class Context(FreedOnCollect):
         arr = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
         with interrupts.native():
             n = ll.llama_state_seq_set_data_ext(self._ptr, arr, len(buf), SEQ, STATE_PARTIAL_ONLY)
+        self._held = None
         if n != len(buf):
             raise SpecdecError(f"llama.cpp could not restore the state of {self.model.path.name}")
 
@@ -315,6 +356,7 @@ class Context(FreedOnCollect):
 
     def kv_clear(self) -> None:
         bindings().llama_memory_clear(self._mem, True)
+        self._held = []
 
     def close(self) -> None:
         ll = bindings()

@@ -103,12 +103,25 @@ class Session:
         st.n_prompt = len(prompt)
         t_start = time.perf_counter()
         tgt = self.target
-        tgt.kv_clear()
         drafter = self.drafter
+        # the prompt's head that the target still holds from the last generation is kept, as
+        # llama-server's prompt cache keeps a slot's (one prompt after another sharing a system
+        # prompt or a document); not where the memory cannot drop a tail, nor where a sliding
+        # window let cells of old positions go, nor for a drafter that must see every prompt
+        # token's hidden states
+        reused = 0
+        if self.rollback.kind is Rollback.PARTIAL and not tgt.model.n_swa \
+                and not (drafter is not None and drafter.reads_target_states):
+            reused = tgt.held_prefix(prompt, len(prompt) - 1)
+        if reused:
+            tgt.kv_keep_until(reused)
+        else:
+            tgt.kv_clear()
+        st.n_prompt_reused = reused
         if drafter is not None:
             drafter.begin(prompt, self.draft_sampler)
         # prefill in n_batch chunks: heads that read the target's hidden states take each chunk
-        for start in range(0, len(prompt) - 1, tgt.n_batch):
+        for start in range(reused, len(prompt) - 1, tgt.n_batch):
             chunk = prompt[start : min(start + tgt.n_batch, len(prompt) - 1)]
             tgt.decode(chunk, start, outputs="last")
             if drafter is not None:

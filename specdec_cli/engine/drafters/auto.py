@@ -95,6 +95,10 @@ class AutoDrafter(Drafter):
         # mixed when the model samples: greedy n-gram point masses beside sampled drafts
         self.sampled_proposals = model is not None and model.sampled_proposals
 
+    @property
+    def reads_target_states(self) -> bool:  # MTP reads them, a draft model does not
+        return self.model is not None and self.model.reads_target_states
+
     def reset(self) -> None:
         """Forget the acceptance learned so far (it is otherwise kept across generations)."""
         self._ngram_cal = Calibrator()

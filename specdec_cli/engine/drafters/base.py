@@ -57,6 +57,10 @@ class Drafter(ABC):
     #: True when the drafter must see every target pass to draft at all (MTP catches up on each
     #: pass), so keeping it ready costs something even on steps that do not draft
     tracks_every_pass: bool = False
+    #: True when ``process`` reads the target's hidden states for the tokens it is given (EAGLE-3,
+    #: DFlash, MTP): every prompt token must then be evaluated again for each generation, so the
+    #: target does not keep the prompt prefix its memory holds from the last one
+    reads_target_states: bool = False
 
     @property
     def last_source(self) -> str:

@@ -40,6 +40,7 @@ from .greedy import confident_argmax, p_min_rule
 
 class DFlashDrafter(Drafter):
     method = "dflash"
+    reads_target_states = True
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ from .greedy import confident_argmax, p_min_rule
 
 class Eagle3Drafter(Drafter):
     method = "eagle3"
+    reads_target_states = True
 
     def __init__(self, target: Context, ctx: Context, *, n_max: int, n_min: int = 0, p_min: float = 0.0):
         self.target = target

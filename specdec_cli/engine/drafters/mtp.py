@@ -42,6 +42,7 @@ from .greedy import confident_argmax, gated_rule
 
 class MtpDrafter(Drafter):
     method = "mtp"
+    reads_target_states = True
     tracks_every_pass = True
 
     def __init__(self, target: Context, ctx: Context, *, n_max: int, n_min: int = 0, p_min: float = 0.0):
