@@ -77,7 +77,7 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     def write(i: int) -> None:
         """One whole line; a signal waits until it is written and counted."""
         with interrupts.native():
-            _write(i, items[i], done[i], {**meta, "draft_loaded": engine.draft_model is not None}, parallel)
+            _write(i, items[i], done[i], {**meta, "draft_loaded": engine.draft_loaded}, parallel)
             printed.add(i)
 
     def flush() -> None:

@@ -189,12 +189,12 @@ def _run_one(engine, item: PromptItem, gen, req: RunRequest, prompting: _Prompti
     if req.explain_divergence:
         plain = engine.generate(tokens, gen, use_draft=False, trace=True)
         if plain.interrupted:
-            return _finish(plain, req, {**meta, "draft_loaded": engine.draft_model is not None}, None)
+            return _finish(plain, req, {**meta, "draft_loaded": engine.draft_loaded}, None)
         result = engine.generate(tokens, gen, on_text=None if req.as_json else show, trace=True)
         report, divergence_code = _explain(plain, result)
     else:
         result = engine.generate(tokens, gen, on_text=None if req.as_json else show)
-    meta = {**meta, "draft_loaded": engine.draft_model is not None}
+    meta = {**meta, "draft_loaded": engine.draft_loaded}
     code = _finish(result, req, meta, report)
     why = unmet(result, gen.grammar) if not result.interrupted else None
     if why is not None:

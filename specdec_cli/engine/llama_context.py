@@ -107,8 +107,11 @@ class Context(FreedOnCollect):
         self._seqs_set = False  # a multi-sequence pass wrote other sequence ids into the batch
         # the tokens sequence 0 holds at positions 0.., as far as this object has seen them go in
         # (None: unknown, after a multi-sequence pass, a copy into it or a restored state); a
-        # generation reuses the part its prompt shares with them (``held_prefix``)
-        self._held: list[int] | None = []
+        # generation reuses the part its prompt shares with them (``held_prefix``). Not followed
+        # where the memory lets old positions go (a sliding window) or cannot drop a tail (a
+        # recurrent state)
+        self._tracks = not (model.n_swa or model.is_recurrent or model.is_hybrid)
+        self._held: list[int] | None = [] if self._tracks else None
         self._n_vocab = model.n_vocab
         self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
@@ -273,12 +276,11 @@ class Context(FreedOnCollect):
         return ok
 
     def _forget_from(self, p0: int, p1: int) -> None:
-        if p1 >= 0 and self._held is not None and p1 < len(self._held):  # a hole: unknown from p0 on
-            p1 = -1
+        """Positions [p0, p1) were dropped: what is known ends at p0 (past a hole too)."""
         if p0 <= 0 and p1 < 0:
-            self._held = []
+            self._held = [] if self._tracks else None
         elif self._held is not None:
-            del self._held[p0:]
+            del self._held[max(p0, 0):]
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
         """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once."""
@@ -298,10 +300,7 @@ class Context(FreedOnCollect):
     def kv_try_keep_until(self, pos: int) -> bool:
         """Drop every cached position >= pos; False (and nothing dropped) where the memory
         cannot, as a recurrent state cannot without a snapshot."""
-        ok = bool(bindings().llama_memory_seq_rm(self._mem, SEQ, pos, -1))
-        if ok:
-            self._forget_from(pos, -1)
-        return ok
+        return self.seq_rm(SEQ, pos, -1)
 
     # --- rollback support (memory_kinds.py explains the kinds) -------------------------------
     def probe_rollback(self) -> Rollback:
@@ -356,7 +355,7 @@ class Context(FreedOnCollect):
 
     def kv_clear(self) -> None:
         bindings().llama_memory_clear(self._mem, True)
-        self._held = []
+        self._held = [] if self._tracks else None
 
     def close(self) -> None:
         ll = bindings()

@@ -163,6 +163,11 @@ class Engine:
         stepwise = self.drafters.get("draft") or self.drafters.get("mtp")
         self.drafters["auto"] = AutoDrafter(self.costs, stepwise)
 
+    @property
+    def draft_loaded(self) -> bool:
+        """Whether a draft model is loaded (auto leaves one that cannot pay out)."""
+        return self.draft_model is not None
+
     def _load_draft(self, kind: str) -> Drafter:
         opts = self.options
         ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft

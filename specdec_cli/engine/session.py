@@ -106,12 +106,10 @@ class Session:
         drafter = self.drafter
         # the prompt's head that the target still holds from the last generation is kept, as
         # llama-server's prompt cache keeps a slot's (one prompt after another sharing a system
-        # prompt or a document); not where the memory cannot drop a tail, nor where a sliding
-        # window let cells of old positions go, nor for a drafter that must see every prompt
-        # token's hidden states
+        # prompt or a document); the context knows what it holds, and where it cannot know
+        # (``Context.held_prefix``); not for a drafter that must see every prompt token's states
         reused = 0
-        if self.rollback.kind is Rollback.PARTIAL and not tgt.model.n_swa \
-                and not (drafter is not None and drafter.reads_target_states):
+        if not (drafter is not None and drafter.reads_target_states):
             reused = tgt.held_prefix(prompt, len(prompt) - 1)
         if reused:
             tgt.kv_keep_until(reused)
