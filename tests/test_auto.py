@@ -137,10 +137,13 @@ def test_a_stale_cached_curve_is_measured_again(tiny_target, tmp_path, monkeypat
 
     eng = engine()
     key = eng._cost_key(eng.target_model.path, 0)
-    costmodel.save_cached(key, CostModel({1: 1e-4, 4: 1.0, 16: 2.0}))  # a 4-token pass at 10,000 steps
+    # a 4-token pass at 10,000 steps; a draft token measured beside it at three steps
+    costmodel.save_cached(key, CostModel({1: 1e-4, 4: 1.0, 16: 2.0}, {"draft": 3e-4}))
     assert eng.ensure_costs().source == "calibrated"  # not "cached"
     assert not notes  # self-healing, so no note (run -q prints nothing but the text)
     assert eng.costs.pass_seconds(4) < 1.0
+    # the draft keeps its cost in steps of the curve measured again (the machine moved both)
+    assert eng.costs.draft_seconds("draft") == pytest.approx(3 * eng.costs.step_seconds())
     eng.close()
     many = engine(n_seq=4)
     assert many._cost_key(many.target_model.path, 0) != key  # many sequences per pass: a curve of their own

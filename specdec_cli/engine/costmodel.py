@@ -69,6 +69,14 @@ class CostModel:
         self._scale = other._scale
         self.source, self.frozen, self.checked_at = other.source, other.frozen, other.checked_at
 
+    def carry_drafts(self, old: CostModel) -> None:
+        """Draft costs measured beside ``old``'s curve, for this curve measured again: in ``old``'s
+        multiples of a step (draft and target run on the same machine, so a busier or quieter one
+        moves both). Dropped instead, they loaded a draft that auto had ruled out only to time it
+        once more, each time a shared machine's load moved the curve past ``CHECK_TOLERANCE``."""
+        ratio = self.step_seconds() / (old.step_seconds() or self.step_seconds() or 1.0)
+        self.drafts = {k: v * ratio for k, v in old.drafts.items()} | self.drafts
+
     # --- measurements ------------------------------------------------------------------------
     def observe_pass(self, n_tokens: int, seconds: float) -> None:
         if self.frozen:

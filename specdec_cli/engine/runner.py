@@ -252,6 +252,8 @@ class Engine:
             else:
                 for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
                     c.observe_pass(b, sec)
+                if cached is not None:
+                    c.carry_drafts(cached)
                 c.source = "calibrated"
             c.checked_at = time.time()
         if self.options.n_seq > 1:  # how many sequences pay at once is read off sizes up to n_seq; the
