@@ -43,6 +43,24 @@ def test_cost_curve_interpolates_and_extends():
     assert c.pass_seconds(4) < 4.0 * 1.3  # a single stall cannot swing the curve
 
 
+def test_a_pass_runs_at_a_larger_size_where_the_curve_says_it_is_cheaper():
+    """On an AVX-512 CPU llama.cpp's matmuls take the batch in tiles of 16 rows: a pass of 16
+    tokens cost 8.5 steps here, one of 15 cost 10.3. A pass of 9 to 15 tokens then runs at 16
+    (filler tokens) and is priced as that; sizes a larger one does not undercut run as they are."""
+    saw = CostModel({1: 1.0, 4: 3.2, 8: 7.0, 12: 10.0, 16: 7.5, 32: 14.0})
+    assert saw.pass_size(8) == 8 and saw.pass_size(16) == 16 and saw.pass_size(20) == 20
+    assert [saw.pass_size(b) for b in range(9, 16)] == [16] * 7
+    assert saw.pass_seconds(12) == pytest.approx(7.5)
+    est = [saw.pass_seconds(b) for b in range(1, 40)]
+    assert est == sorted(est)  # more tokens never look cheaper than fewer
+    for flat in (gpu_like(), cpu_like()):  # a smooth curve: nothing is padded
+        assert all(flat.pass_size(b) == b for b in range(1, 70))
+    learned = CostModel({1: 1.0, 4: 3.2, 8: 7.0, 16: 7.5})
+    assert learned.pass_size(15) == 15  # interpolated, 15 looks cheaper than 16
+    learned.observe_pass(15, 10.0)  # run once, it is not
+    assert learned.pass_size(15) == learned.pass_size(13) == 16
+
+
 def test_the_curve_follows_the_decode_step_as_the_context_deepens():
     """Sizes drafted at different depths must not mix: a pass costs a steady multiple of a step."""
     c = CostModel({1: 1.0, 2: 1.7, 4: 3.0, 16: 9.5})

@@ -55,7 +55,7 @@ class ScriptedTarget:
     def kv_keep_until(self, pos: int) -> None:
         pass
 
-    def decode(self, tokens, pos0, *, outputs="last", skip=0, rows=None) -> None:
+    def decode(self, tokens, pos0, *, outputs="last", skip=0, rows=None, pad=0) -> int:
         self.passes += outputs == "all"
         self._rows = []
         for i in range(len(tokens)):
@@ -64,6 +64,7 @@ class ScriptedTarget:
             row[self.script[nxt] if nxt < len(self.script) else self.model.eog] = 10.0
             self._rows.append(row)
         self._first = 0 if outputs == "all" else len(tokens) - 1
+        return 0  # no filler: a script has no cost curve
 
     def logits(self, i: int) -> np.ndarray:
         return self._rows[i if i >= 0 else len(self._rows) + i]
@@ -123,11 +124,12 @@ class NoisyScriptedTarget(ScriptedTarget):
         super().__init__(script, eog)
         self.lift = lift
 
-    def decode(self, tokens, pos0, *, outputs="last", skip=0, rows=None) -> None:
+    def decode(self, tokens, pos0, *, outputs="last", skip=0, rows=None, pad=0) -> int:
         super().decode(tokens, pos0, outputs=outputs, skip=skip)
         for row in self._rows:
             row *= self.lift / 10.0
             row[self.model.eog] = -30.0  # the generation never ends early
+        return 0
 
     def law(self, pos: int) -> np.ndarray:
         row = np.zeros(N_VOCAB)

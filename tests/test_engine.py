@@ -313,3 +313,38 @@ def test_the_context_knows_what_sequence_0_holds(tiny_target):
     finally:
         ctx.close()
         model.close()
+
+
+def test_filler_tokens_leave_the_rows_and_the_cache_as_without_them(tiny_target):
+    """A padded pass reads the same logits and leaves the cache holding what it would without the
+    filler; where the cells cannot hold the filler, the pass runs without it."""
+    model = Model(tiny_target)
+    params = ContextParams(n_ctx=64, n_seq_max=2, n_outputs_max=4, **EXACT)
+    plain, padded = Context(model, params), Context(model, params)
+    try:
+        prompt = [5, 6, 7, 8, 9, 10]
+        for ctx in (plain, padded):
+            ctx.decode(prompt, 0)
+        assert plain.decode([11, 12, 13], 6, outputs="all") == 0
+        assert padded.decode([11, 12, 13], 6, outputs="all", pad=5) == 5
+        assert padded.pos_max() == plain.pos_max() == 8
+        assert padded.held_prefix([*prompt, 11, 12, 13, 14], 10) == 9
+        for i in range(3):
+            assert padded.logits(i) == pytest.approx(plain.logits(i), abs=1e-3)
+        for ctx in (plain, padded):  # sequence 1 beside it, many sequences in one pass
+            ctx.decode_many([5, 6, 14], [0, 1, 9], [1, 1, 0], [False, True, True])
+        assert padded.decode_many([7, 15], [2, 10], [1, 0], [True, True], pad=4) == 4
+        plain.decode_many([7, 15], [2, 10], [1, 0], [True, True])
+        assert padded.pos_max(0) == 10 and padded.pos_max(1) == 2
+        for i in range(2):
+            assert padded.logits(i) == pytest.approx(plain.logits(i), abs=1e-3)
+        fill = [20 + i % 50 for i in range(padded.n_ctx - 14 - 2)]  # the cells all but full
+        for at in range(0, len(fill), 32):
+            part = fill[at : at + 32]
+            padded.decode_many(part, list(range(3 + at, 3 + at + len(part))), [1] * len(part), [False] * len(part))
+        assert padded.decode_many([16], [11], [0], [True], pad=4) == 0  # no room for the filler
+        assert padded.pos_max(0) == 11
+    finally:
+        plain.close()
+        padded.close()
+        model.close()

@@ -284,3 +284,37 @@ def test_caches_sized_to_the_jobs_decode_each_as_alone(tiny_target, tiny_draft):
         assert reused > 0
     finally:
         eng.close()
+
+
+def test_passes_run_at_a_cheaper_larger_size_decode_each_as_alone(tiny_target, tiny_draft):
+    """Filler tokens that run a pass at a size the curve says is cheaper change no output: one
+    sequence, and many at once in caches sized to the jobs (a pass the cells cannot hold with
+    its filler runs without it)."""
+    # passes of 9 to 15 tokens cost more than one of 16, as on an AVX-512 CPU
+    saw = CostModel({1: 0.02, 2: 0.04, 4: 0.064, 8: 0.14, 12: 0.2, 16: 0.15, 32: 0.28}, {"draft": 1e-4},
+                    frozen=True)
+    gen = GenOptions(max_tokens=60)
+    sized: list[list[int]] = []
+
+    def cells(engine) -> int:
+        sized[:] = [engine.tokenize_prompt(t) for t in PROMPTS]
+        return cells_for([len(p) + gen.max_tokens for p in sized], 3, engine.options.n_ctx)
+
+    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=512, n_seq=3, **EXACT),
+                 draft=DraftOptions(draft_max=8, p_min=0.0), method="auto", cells=cells)
+    try:
+        alone = _alone(eng, sized, gen)
+        eng.set_costs(saw)
+        assert saw.pass_size(9) == 16
+        filler = 0
+        for i, p in enumerate(sized):
+            res = eng.generate(p, gen, method="ngram")
+            assert res.tokens == alone[i].tokens, i
+            filler += res.stats.n_filler
+        assert filler > 0
+        for job, res in eng.run_many([Job(i, p) for i, p in enumerate(sized)], gen, n_parallel=3):
+            assert res.tokens == alone[job.index].tokens, job.index
+            assert res.stats.stop_reason == alone[job.index].stats.stop_reason
+        assert eng.last_run.n_filler > 0
+    finally:
+        eng.close()

@@ -116,16 +116,34 @@ class Context(FreedOnCollect):
         self.busy_seconds = 0.0  # total time inside llama_decode: what is not Python overhead
         self._logits_ptr_type = ctypes.POINTER(ctypes.c_float * self._n_vocab)
 
+    @property
+    def can_pad(self) -> bool:
+        """Whether a pass may carry filler tokens after its own, dropped right after it: only
+        where dropping positions leaves the memory as it was (no sliding window, whose cells
+        the filler's positions could push out; no recurrent state, which it would advance)."""
+        return self._tracks and bool(self._mem)
+
+    def _pad_fits(self, n: int, last_pos: int, pad: int) -> bool:
+        return pad > 0 and self.can_pad and n + pad <= self._cap and last_pos + pad < self.n_ctx
+
     def decode(self, tokens: list[int], pos0: int, *, outputs: str = "last", skip: int = 0,
-               rows: list[bool] | None = None) -> None:
+               rows: list[bool] | None = None, pad: int = 0) -> int:
         """Evaluate ``tokens`` at positions pos0.. in one pass (chunked by n_batch).
 
         ``outputs`` is ``"last"`` (logits for the final token only: prefill and drafting)
         or ``"all"`` (logits for every token from index ``skip`` on: the verify pass, whose
         first ``skip`` tokens re-evaluate what a restored checkpoint lost); with ``rows``, only
         for the tokens from ``skip`` on whose entry is true (rows a grammar decides alone).
-        """
+        ``pad``: filler tokens after the pass's own, without outputs, dropped once it has run
+        (where ``can_pad`` and they fit): a pass of that size costs less on some CPUs
+        (``CostModel.pass_size``). Nothing before them attends to them, so no row changes.
+        Returns the filler tokens the pass carried."""
         n = len(tokens)
+        if not self._pad_fits(n, pos0 + n - 1, pad):
+            pad = 0
+        if pad:
+            tokens = [*tokens, *[tokens[-1]] * pad]
+            rows = [*(rows or [True] * (n - skip)), *[False] * pad] if outputs == "all" else rows
         if outputs == "all" and n - skip > self.params.n_outputs_max:
             # llama.cpp would abort the process; this is a caller's bug, say so instead
             raise ValueError(f"{n} output rows requested, the context was made for {self.params.n_outputs_max}")
@@ -134,7 +152,7 @@ class Context(FreedOnCollect):
                 self._batch.seq_id[i][0] = SEQ
             self._seqs_set = False
         start = 0
-        while start < n:
+        while start < len(tokens):
             chunk = tokens[start : start + self._cap]
             b = self._batch
             k = len(chunk)
@@ -143,32 +161,51 @@ class Context(FreedOnCollect):
                 b.pos[i] = pos0 + start + i
                 j = start + i - skip
                 b.logits[i] = outputs == "all" and j >= 0 and (rows is None or rows[j])
-            if outputs == "last" and start + k == n:
-                b.logits[k - 1] = 1
+            if outputs == "last" and start + k == len(tokens):
+                b.logits[k - 1 - pad] = 1
             b.n_tokens = k
             self._run_batch(k, pos0 + start + k)
             self._note_held(chunk, pos0 + start)
             start += k
+        if pad:
+            self.seq_rm(SEQ, pos0 + n)
+        return pad
 
-    def decode_many(self, tokens: list[int], positions: list[int], seqs: list[int], outputs: list[bool]) -> None:
+    def decode_many(self, tokens: list[int], positions: list[int], seqs: list[int], outputs: list[bool],
+                    pad: int = 0) -> int:
         """One pass over tokens of several sequences: token i at ``positions[i]`` of sequence
         ``seqs[i]``, with logits kept where ``outputs[i]``; ``logits(i)`` then reads them by the
         token's index in this pass. The caller keeps the pass within ``n_batch`` tokens and the
-        outputs within ``n_outputs_max`` (llama.cpp would abort the process otherwise)."""
+        outputs within ``n_outputs_max`` (llama.cpp would abort the process otherwise).
+        ``pad``: filler tokens as ``decode``'s, after the last token's sequence and position; a
+        pass the cells cannot hold with them runs without them. Returns the filler tokens it carried."""
         n = len(tokens)
         if n > self._cap or sum(outputs) > self.params.n_outputs_max:
             raise ValueError(f"a pass of {n} tokens and {sum(outputs)} outputs exceeds this context's "
                              f"{self._cap} tokens and {self.params.n_outputs_max} outputs")
+        if not self._pad_fits(n, positions[-1], pad):
+            pad = 0
         b = self._batch
-        for i in range(n):
-            b.token[i] = tokens[i]
-            b.pos[i] = positions[i]
-            b.seq_id[i][0] = seqs[i]
-            b.logits[i] = outputs[i]
+        for i in range(n + pad):
+            j = min(i, n - 1)
+            b.token[i] = tokens[j]
+            b.pos[i] = positions[j] + i - j
+            b.seq_id[i][0] = seqs[j]
+            b.logits[i] = i < n and outputs[i]
         self._seqs_set = True
-        b.n_tokens = n
         self._held = None
+        if pad:
+            b.n_tokens = n + pad
+            try:
+                self._run_batch(n + pad, None)
+            except ContextFull:  # no free cells for the filler: llama.cpp changed nothing
+                pass
+            else:
+                self.seq_rm(seqs[-1], positions[-1] + 1)
+                return pad
+        b.n_tokens = n
         self._run_batch(n, None)
+        return 0
 
     def _note_held(self, tokens: list[int], pos0: int) -> None:
         held = self._held

@@ -80,6 +80,7 @@ class RunStats:
     n_prompt_reused: int = 0
     seconds: float = 0.0  # wall time of the passes and what is done between them
     seq_passes: int = 0  # sum over passes of the sequences decoding in them
+    n_filler: int = 0  # tokens that ran passes at a cheaper size (``CostModel.pass_size``), dropped after them
     n_parallel: int = 0
     by_drafter: dict[str, int] = field(default_factory=dict)  # sequence-passes per proposer
     drafted: dict[str, int] = field(default_factory=dict)  # draft tokens per proposer
@@ -245,14 +246,17 @@ class Scheduler:
                 room -= 1
         if not toks:
             return done
+        # run at a larger size where the curve says it is cheaper (filler tokens, dropped after it)
+        size = min(self.costs.pass_size(len(toks)), self.ctx.n_batch) if self.costs is not None else len(toks)
         t = time.perf_counter()
         try:
-            self.ctx.decode_many(toks, pos, seqs, outs)
+            filler = self.ctx.decode_many(toks, pos, seqs, outs, pad=size - len(toks))
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
         dt = time.perf_counter() - t
+        self.stats.n_filler += filler
         if self.costs is not None and all(m is None or m.every_row for m in masks):
-            self.costs.observe_pass(len(toks), dt)  # the curve prices passes with every decoding row
+            self.costs.observe_pass(len(toks) + filler, dt)  # the curve prices passes with every decoding row
         self.stats.n_passes += 1
         self.stats.seq_passes += len(dec)
         for s, take in chunks:

@@ -134,6 +134,9 @@ class Session:
         draft_max = self.draft_max if cap is None else min(self.draft_max, cap)
         replay: list[int] = []  # tokens before the last one that a restored checkpoint took out
         cons = self.constraint
+        # a pass may run at a larger size the curve says is cheaper, filled with tokens nobody reads;
+        # not where the drafter reads the states of every token of the pass
+        pads = self.costs is not None and tgt.can_pad and not (drafter is not None and drafter.reads_target_states)
         try:
             while st.n_generated < max_tokens:
                 n_cached = len(history) - 1 - len(replay)  # positions the target's memory holds
@@ -157,13 +160,15 @@ class Session:
                     if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
                         self.costs.observe_checkpoint("save", rb.last_save)
                 masks = PassMasks.along(cons, draft) if cons is not None else None
+                size = self.costs.pass_size(len(batch)) if pads and not replay else len(batch)
                 t0 = time.perf_counter()  # rows the grammar decides alone get no logits
-                tgt.decode(batch, n_cached, outputs="all", skip=len(replay),
-                           rows=masks.wanted() if masks is not None else None)
+                filler = tgt.decode(batch, n_cached, outputs="all", skip=len(replay),
+                                    rows=masks.wanted() if masks is not None else None, pad=size - len(batch))
                 dt = time.perf_counter() - t0
                 st.target_seconds += dt
+                st.n_filler += filler
                 if self.costs is not None and (masks is None or masks.every_row):
-                    self.costs.observe_pass(len(batch), dt)  # the curve prices passes with every row
+                    self.costs.observe_pass(len(batch) + filler, dt)  # the curve prices passes with every row read
                 st.n_target_passes += 1
                 rows = _rows_from(tgt, len(replay))
                 if masks is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the fields merge adds up as numbers
-_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_forced", "n_target_passes", "n_eog", "prompt_seconds",
+_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_forced", "n_target_passes", "n_eog", "n_filler", "prompt_seconds",
            "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
            "rollback_seconds")
 
@@ -21,6 +21,7 @@ class GenerationStats:
     n_forced: int = 0  # of those, forced by the grammar (--json-schema, --grammar-file, --regex)
     n_target_passes: int = 0  # target forward passes after the prompt (one per step)
     n_eog: int = 0  # end-of-generation tokens the target chose: decided by a pass, never emitted
+    n_filler: int = 0  # tokens that ran a pass at a cheaper size (``CostModel.pass_size``), dropped after it
     prompt_seconds: float = 0.0  # prefill of target (and draft), up to the first decode step
     decode_seconds: float = 0.0  # wall time of the decode loop
     draft_seconds: float = 0.0  # time spent inside the drafter
@@ -131,6 +132,7 @@ class GenerationStats:
             "acceptance_rate": self.acceptance_rate,
             "tokens_per_pass": self.tokens_per_pass,
             "n_target_passes": self.n_target_passes,
+            "n_filler": self.n_filler,
             "draft_seconds": sec(self.draft_seconds),
             "target_seconds": sec(self.target_seconds),
             "overhead_seconds": sec(self.overhead_seconds),
