@@ -126,12 +126,13 @@ class CostModel:
     def pass_seconds(self, n_tokens: int) -> float:
         """Estimated seconds of one target pass carrying ``n_tokens`` tokens: interpolated between
         the sizes measured, or what a larger measured size costs where that is ``PAD_GAIN``
-        cheaper, since the pass can be run at that size (``pass_size``; the engine pads it). ggml's x86 kernels for
-        repacked Q4_K weights take the batch in blocks of 16 rows and the rest in slower blocks
-        of 4 (``arch/x86/repack.cpp``): on this project's CPU a pass of 16 tokens cost 8.5
-        decode steps at a depth of 300 and one of 15 cost 10.3 (12 sequences with 4
-        more tokens: 297 ms, as with none; with 1 to 3 more: 319-350 ms). On a GPU the curve
-        is flat and nothing is padded. The estimate is what the pass the engine runs costs."""
+        cheaper, since the pass can be run at that size (``pass_size``; the engine pads it).
+        ggml's x86 kernels for repacked Q4_K weights take the batch in blocks of 16 rows and
+        the rest in slower blocks of 4 (``arch/x86/repack.cpp``): on this project's CPU a pass
+        of 16 tokens cost 8.5 decode steps at a depth of 300 and one of 15 cost 10.3 (12
+        sequences with 4 more tokens: 297 ms, as with none; with 1 to 3 more: 319-350 ms). On
+        a GPU the curve is flat and nothing is padded. The estimate is what the pass the
+        engine runs costs."""
         return self._scale * self._cheapest(n_tokens)[1]
 
     def pass_size(self, n_tokens: int) -> int:

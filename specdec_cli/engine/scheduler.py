@@ -97,6 +97,8 @@ class RunStats:
     def summary(self, method: str | None) -> str:
         parts = [f"generated {self.n_generated} tok", f"{self.tokens_per_second or 0:.2f} tok/s",
                  f"{self.n_parallel} at once", f"{self.mean_sequences or 0:.2f} seq/pass"]
+        if self.n_filler:
+            parts.append(f"{self.n_filler} filler tok")
         total = sum(self.by_drafter.values())
         if method and total:
             order = sorted(self.by_drafter.items(), key=lambda kv: (kv[0] == "none", -kv[1]))
