@@ -255,20 +255,27 @@ def test_cells_for_counts_the_longest_jobs_that_can_be_held_at_once():
     assert cells_for([9000, 10], 2, 4096) == 4106  # a job never holds more than its context
 
 
-def test_caches_sized_to_the_jobs_decode_each_as_alone(tiny_target, tiny_draft):
-    """A batch's caches hold what its n_seq longest jobs need, far fewer cells than n_seq whole
-    contexts, and every job still decodes as alone: more jobs than sequences (finished ones keep
-    their cells until their sequence is taken), a shared prefix, drafts of every kind."""
-    texts = PROMPTS + ["we can see that one of the world " * 3 + t for t in ("hello", "the cat", "a b c")]
-    gen = GenOptions(max_tokens=100)
+def _sized_to_jobs(target, draft, texts: list[str], gen: GenOptions, *, n_ctx: int):
+    """An auto engine of 3 sequences whose caches hold what the jobs of ``texts`` need, and those
+    jobs' prompts (tokenized by the engine as it sizes its caches)."""
     sized: list[list[int]] = []
 
     def cells(engine) -> int:
         sized[:] = [engine.tokenize_prompt(t) for t in texts]
         return cells_for([len(p) + gen.max_tokens for p in sized], 3, engine.options.n_ctx)
 
-    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=1024, n_seq=3, **EXACT),
+    eng = Engine(target, draft, options=EngineOptions(n_ctx=n_ctx, n_seq=3, **EXACT),
                  draft=DraftOptions(draft_max=8, p_min=0.0), method="auto", cells=cells)
+    return eng, sized
+
+
+def test_caches_sized_to_the_jobs_decode_each_as_alone(tiny_target, tiny_draft):
+    """A batch's caches hold what its n_seq longest jobs need, far fewer cells than n_seq whole
+    contexts, and every job still decodes as alone: more jobs than sequences (finished ones keep
+    their cells until their sequence is taken), a shared prefix, drafts of every kind."""
+    texts = PROMPTS + ["we can see that one of the world " * 3 + t for t in ("hello", "the cat", "a b c")]
+    gen = GenOptions(max_tokens=100)
+    eng, sized = _sized_to_jobs(tiny_target, tiny_draft, texts, gen, n_ctx=1024)
     try:
         eng.set_costs(gpu_like(0.02))  # so the draft model and the index both draft
         assert eng.n_cells == cells_for([len(p) + 100 for p in sized], 3, 1024) < 3 * 1024
@@ -294,14 +301,7 @@ def test_passes_run_at_a_cheaper_larger_size_decode_each_as_alone(tiny_target, t
     saw = CostModel({1: 0.02, 2: 0.04, 4: 0.064, 8: 0.14, 12: 0.2, 16: 0.15, 32: 0.28}, {"draft": 1e-4},
                     frozen=True)
     gen = GenOptions(max_tokens=60)
-    sized: list[list[int]] = []
-
-    def cells(engine) -> int:
-        sized[:] = [engine.tokenize_prompt(t) for t in PROMPTS]
-        return cells_for([len(p) + gen.max_tokens for p in sized], 3, engine.options.n_ctx)
-
-    eng = Engine(tiny_target, tiny_draft, options=EngineOptions(n_ctx=512, n_seq=3, **EXACT),
-                 draft=DraftOptions(draft_max=8, p_min=0.0), method="auto", cells=cells)
+    eng, sized = _sized_to_jobs(tiny_target, tiny_draft, PROMPTS, gen, n_ctx=512)
     try:
         alone = _alone(eng, sized, gen)
         eng.set_costs(saw)

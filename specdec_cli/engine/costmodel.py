@@ -75,7 +75,7 @@ class CostModel:
         multiples of a step (draft and target run on the same machine, so a busier or quieter one
         moves both). Dropped instead, they loaded a draft that auto had ruled out only to time it
         once more, each time a shared machine's load moved the curve past ``CHECK_TOLERANCE``."""
-        ratio = self.step_seconds() / (old.step_seconds() or self.step_seconds() or 1.0)
+        ratio = self.step_seconds() / old.step_seconds()  # a cached curve's step is positive (from_dict)
         self.drafts = {k: v * ratio for k, v in old.drafts.items()} | self.drafts
 
     # --- measurements ------------------------------------------------------------------------

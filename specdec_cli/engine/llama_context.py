@@ -135,15 +135,12 @@ class Context(FreedOnCollect):
         first ``skip`` tokens re-evaluate what a restored checkpoint lost); with ``rows``, only
         for the tokens from ``skip`` on whose entry is true (rows a grammar decides alone).
         ``pad``: filler tokens after the pass's own, without outputs, dropped once it has run
-        (where ``can_pad`` and they fit): a pass of that size costs less on some CPUs
-        (``CostModel.pass_size``). Nothing before them attends to them, so no row changes.
-        Returns the filler tokens the pass carried."""
+        (where ``can_pad`` and they fit in the batch, the positions and the cells): a pass of
+        that size costs less on some CPUs (``CostModel.pass_size``). Nothing before them
+        attends to them, so no row changes. Returns the filler tokens the pass carried."""
         n = len(tokens)
         if not self._pad_fits(n, pos0 + n - 1, pad):
             pad = 0
-        if pad:
-            tokens = [*tokens, *[tokens[-1]] * pad]
-            rows = [*(rows or [True] * (n - skip)), *[False] * pad] if outputs == "all" else rows
         if outputs == "all" and n - skip > self.params.n_outputs_max:
             # llama.cpp would abort the process; this is a caller's bug, say so instead
             raise ValueError(f"{n} output rows requested, the context was made for {self.params.n_outputs_max}")
@@ -151,25 +148,23 @@ class Context(FreedOnCollect):
             for i in range(self._cap):
                 self._batch.seq_id[i][0] = SEQ
             self._seqs_set = False
-        start = 0
-        while start < len(tokens):
+        start = carried = 0
+        while start < n:
             chunk = tokens[start : start + self._cap]
             b = self._batch
             k = len(chunk)
-            for i, t in enumerate(chunk):
-                b.token[i] = t
+            extra = pad if start + k == n else 0  # a pass with filler fits in one chunk
+            for i in range(k + extra):
+                b.token[i] = chunk[min(i, k - 1)]
                 b.pos[i] = pos0 + start + i
                 j = start + i - skip
-                b.logits[i] = outputs == "all" and j >= 0 and (rows is None or rows[j])
-            if outputs == "last" and start + k == len(tokens):
-                b.logits[k - 1 - pad] = 1
-            b.n_tokens = k
-            self._run_batch(k, pos0 + start + k)
+                b.logits[i] = i < k and outputs == "all" and j >= 0 and (rows is None or rows[j])
+            if outputs == "last" and start + k == n:
+                b.logits[k - 1] = 1
+            carried = self._run_with_filler(k, extra, SEQ, pos0 + n, pos0 + start + k)
             self._note_held(chunk, pos0 + start)
             start += k
-        if pad:
-            self.seq_rm(SEQ, pos0 + n)
-        return pad
+        return carried
 
     def decode_many(self, tokens: list[int], positions: list[int], seqs: list[int], outputs: list[bool],
                     pad: int = 0) -> int:
@@ -194,17 +189,24 @@ class Context(FreedOnCollect):
             b.logits[i] = i < n and outputs[i]
         self._seqs_set = True
         self._held = None
+        return self._run_with_filler(n, pad, seqs[-1], positions[-1] + 1, None)
+
+    def _run_with_filler(self, n: int, pad: int, seq: int, first_filler: int, needed: int | None) -> int:
+        """Run the batch's first ``n`` entries and the ``pad`` filler entries written after them,
+        then drop the filler (``seq``'s positions from ``first_filler`` on); without the filler
+        where the cells cannot hold it (llama.cpp changes nothing when it finds no slot).
+        Returns the filler tokens the pass carried."""
         if pad:
-            b.n_tokens = n + pad
+            self._batch.n_tokens = n + pad
             try:
-                self._run_batch(n + pad, None)
-            except ContextFull:  # no free cells for the filler: llama.cpp changed nothing
+                self._run_batch(n + pad, needed)
+            except ContextFull:
                 pass
             else:
-                self.seq_rm(seqs[-1], positions[-1] + 1)
+                self.seq_rm(seq, first_filler)
                 return pad
-        b.n_tokens = n
-        self._run_batch(n, None)
+        self._batch.n_tokens = n
+        self._run_batch(n, needed)
         return 0
 
     def _note_held(self, tokens: list[int], pos0: int) -> None:

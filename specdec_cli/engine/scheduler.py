@@ -249,7 +249,7 @@ class Scheduler:
         if not toks:
             return done
         # run at a larger size where the curve says it is cheaper (filler tokens, dropped after it)
-        size = min(self.costs.pass_size(len(toks)), self.ctx.n_batch) if self.costs is not None else len(toks)
+        size = self.costs.pass_size(len(toks)) if self.costs is not None else len(toks)
         t = time.perf_counter()
         try:
             filler = self.ctx.decode_many(toks, pos, seqs, outs, pad=size - len(toks))

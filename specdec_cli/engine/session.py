@@ -108,9 +108,8 @@ class Session:
         # llama-server's prompt cache keeps a slot's (one prompt after another sharing a system
         # prompt or a document); the context knows what it holds, and where it cannot know
         # (``Context.held_prefix``); not for a drafter that must see every prompt token's states
-        reused = 0
-        if not (drafter is not None and drafter.reads_target_states):
-            reused = tgt.held_prefix(prompt, len(prompt) - 1)
+        reads_states = drafter is not None and drafter.reads_target_states
+        reused = 0 if reads_states else tgt.held_prefix(prompt, len(prompt) - 1)
         if reused:
             tgt.kv_keep_until(reused)
         else:
@@ -136,7 +135,7 @@ class Session:
         cons = self.constraint
         # a pass may run at a larger size the curve says is cheaper, filled with tokens nobody reads;
         # not where the drafter reads the states of every token of the pass
-        pads = self.costs is not None and tgt.can_pad and not (drafter is not None and drafter.reads_target_states)
+        pads = self.costs is not None and tgt.can_pad and not reads_states
         try:
             while st.n_generated < max_tokens:
                 n_cached = len(history) - 1 - len(replay)  # positions the target's memory holds
