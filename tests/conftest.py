@@ -13,15 +13,18 @@ from tiny_models import *  # noqa: E402,F401,F403  (tiny_target, tiny_draft, ...
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_cost_cache(tmp_path_factory):
-    """Keep the measured cost curves of test runs out of the user's cache."""
+def _private_caches(tmp_path_factory):
+    """Keep what test runs measure and parse (cost curves, the real models' GGUF headers) out of
+    the user's caches."""
     import os
 
-    path = tmp_path_factory.mktemp("costs") / "costs.json"
-    old = os.environ.get("SPECDEC_COST_CACHE")
-    os.environ["SPECDEC_COST_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("SPECDEC_COST_CACHE", None)
-    else:
-        os.environ["SPECDEC_COST_CACHE"] = old
+    private = {"SPECDEC_COST_CACHE": tmp_path_factory.mktemp("costs") / "costs.json",
+               "SPECDEC_HEADER_CACHE": tmp_path_factory.mktemp("gguf-headers")}
+    old = {var: os.environ.get(var) for var in private}
+    os.environ.update({var: str(path) for var, path in private.items()})
+    yield private
+    for var, value in old.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value

@@ -408,6 +408,64 @@ def test_big_vocab_is_fast(big_vocab_gguf):
     assert len(toks) == 151_936 and toks[151_645] == "<|im_end|>"
 
 
+# --- the header cache ------------------------------------------------------------------------
+
+from specdec_cli.models import header_cache  # noqa: E402
+
+
+@pytest.fixture
+def header_cache_dir(tmp_path, monkeypatch):
+    """A private header cache that takes files of any size (the default skips small ones)."""
+    d = tmp_path / "headers"
+    monkeypatch.setenv("SPECDEC_HEADER_CACHE", str(d))
+    monkeypatch.setattr(header_cache, "MIN_CACHED_BYTES", 0)
+    return d
+
+
+def test_a_cached_header_reads_as_the_file(big_vocab_gguf, header_cache_dir, monkeypatch):
+    first = read_gguf(big_vocab_gguf)
+    assert len(list(header_cache_dir.glob("*.json"))) == 1
+
+    def no_parse(*a):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr("specdec_cli.models.meta._parse", no_parse)
+    again = read_gguf(big_vocab_gguf)
+    assert again == first and again.kv == first.kv and again.tensors == first.tensors
+    assert again.tokens()[151_645] == "<|im_end|>" and again.eot_id == 151_645
+
+
+def test_a_rewritten_file_is_parsed_again(tmp_path, header_cache_dir):
+    path = tmp_path / "m.gguf"
+    write_meta_gguf(path, meta={"general.name": "model-a"})
+    size = path.stat().st_size
+    assert read_gguf(path).name == "model-a"
+    write_meta_gguf(path, meta={"general.name": "model-b"})  # the same size, maybe the same clock tick
+    assert path.stat().st_size == size
+    assert read_gguf(path).name == "model-b"
+
+
+def test_a_corrupt_entry_is_parsed_again(tiny_target, header_cache_dir):
+    want = read_gguf(tiny_target)
+    (entry,) = header_cache_dir.glob("*.json")
+    for junk in ("{not json", '{"format": 1}', json.dumps({"format": 1, "path": str(tiny_target.resolve()),
+                                                           "identity": [], "kv": 3})):
+        entry.write_text(junk)
+        assert read_gguf(tiny_target) == want
+    assert json.loads(entry.read_text())["format"] == header_cache.FORMAT  # written again
+
+
+def test_the_cache_can_be_turned_off_and_skips_small_files(tiny_target, tmp_path, monkeypatch):
+    d = tmp_path / "headers"
+    monkeypatch.setenv("SPECDEC_HEADER_CACHE", str(d))
+    read_gguf(tiny_target)  # under MIN_CACHED_BYTES: parsed each time, nothing kept
+    assert not d.exists()
+    monkeypatch.setattr(header_cache, "MIN_CACHED_BYTES", 0)
+    monkeypatch.setenv("SPECDEC_HEADER_CACHE", "off")
+    read_gguf(tiny_target)
+    assert not d.exists()
+
+
 # --- memory kinds and MTP layers --------------------------------------------------------------
 
 from specdec_cli.models.memory_kinds import MemoryKind, Rollback  # noqa: E402

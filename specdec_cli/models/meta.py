@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from . import header_cache
 from .gguf_import import gguf
 from .layers import layer_memory
 from .layers import n_nextn as count_nextn
@@ -327,7 +328,12 @@ def read_gguf(path: str | Path) -> GGUFInfo:
                              hint="pass a .gguf model file (Hugging Face checkpoints must be converted first)")
         try:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                kv, tensors, version = _parse(buf, size)
+                cached = header_cache.load(path, buf, size)
+                if cached is None:
+                    kv, tensors, version = _parse(buf, size)
+                    header_cache.store(path, buf, size, kv, tensors, version)
+                else:
+                    kv, tensors, version = cached
                 vocab = vocab_facts(kv)
             _check_tensor_data(tensors, size)
         except _Truncated as e:
