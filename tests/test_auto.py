@@ -507,3 +507,50 @@ def test_calibrator_follows_a_change_of_workload():
     for _ in range(40):
         cal.observe(b, [0.9], 0)  # then the workload changes: rejected every time
     assert cal.estimate(("x",), 0.9) < 0.5
+
+
+# --- hindsight: passes that sent no draft still teach the calibration -------------------------
+from specdec_cli.engine.drafters import auto as auto_mod  # noqa: E402
+from specdec_cli.engine.drafters.auto import AutoDrafter, Candidates, Hindsight  # noqa: E402
+
+
+def test_hindsight_scores_each_proposers_first_token_once():
+    learned = []
+    h = Hindsight()
+    h.offer(3, Candidates("ngram", [7, 8], [0.5, 0.5], [("n",), ("n",)], [0.5, 0.5]),
+            Candidates("edit", [9], [0.6], [("e",)], [0.6], [False]), Candidates("edit", [], [], [], []))
+    h.settle([1, 2, 3, 7, 5], lambda *a: learned.append(a))
+    assert learned == [("ngram", [("n",)], [0.5], 1), ("edit", [("e",)], [0.6], 0)]
+    h.settle([1, 2, 3, 7, 5, 6], lambda *a: learned.append(a))  # scored once
+    h.offer(5, Candidates("ngram", [6], [0.5], [("n",)], [0.5]))
+    h.offer(5)  # a draft was sent instead: it is learned from when verified, not here
+    h.settle([1, 2, 3, 7, 5, 6], lambda *a: learned.append(a))
+    assert len(learned) == 2
+
+
+def _copy_run(auto: AutoDrafter, source: list[int], n: int) -> int:
+    """The target copies ``source`` (the prompt) token for token; returns the tokens drafted."""
+    auto.begin(source)
+    history, drafted = list(source), 0
+    while len(history) - len(source) < n:
+        truth = source[len(history) - len(source):]
+        p = auto.propose(history, 32)
+        kept = next((i for i, (t, w) in enumerate(zip(p.tokens, truth)) if t != w), len(p.tokens))
+        auto.accept(kept)
+        drafted += len(p.tokens)
+        history += truth[: kept + 1]
+    return drafted
+
+
+def test_a_proposer_valued_below_the_cpu_bar_learns_it_is_right_without_drafting(monkeypatch):
+    """On CPU costs a draft pays only at about 0.85 per token; proposers whose face value is 0.6
+    and that are always right must learn it from the passes they were not sent on."""
+    import random
+
+    monkeypatch.setattr(auto_mod, "_ngram_prior", lambda share, order: 0.6)
+    monkeypatch.setattr(auto_mod, "_edit_signal", lambda d: (("copy",), 0.6))
+    rng = random.Random(5)
+    source = [rng.randrange(3, 5000) for _ in range(300)]
+    assert _copy_run(AutoDrafter(cpu_like()), source, 200) > 100
+    monkeypatch.setattr(Hindsight, "settle", lambda self, history, learn: None)
+    assert _copy_run(AutoDrafter(cpu_like()), source, 200) == 0  # without it: never sent, never learned

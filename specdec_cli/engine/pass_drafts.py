@@ -38,7 +38,7 @@ class Drafted:
 
 class PassDrafter:
     """Drafts for the decoding sequences of a pass; ``seq`` objects carry ``tokens``, ``index`` and
-    ``edits`` (a SuffixIndex and an EditTracker under auto), ``ngram`` (an NgramDrafter under ngram), ``draft_sampler`` and
+    ``edits`` (a SuffixIndex and an EditTracker under auto) and ``hindsight`` (auto's ``Hindsight``), ``ngram`` (an NgramDrafter under ngram), ``draft_sampler`` and
     ``seq`` (their sequence id in the draft model's context)."""
 
     def __init__(self, engine, method: str | None, auto, model):
@@ -81,7 +81,7 @@ class PassDrafter:
             if r <= 0:
                 options.append((None, sure, 0.0))
                 continue
-            c = auto.copy_candidates(s.index, s.edits, h, r)
+            c = auto.copy_candidates(s.index, s.edits, h, r, None if f else s.hindsight)
             option = (c, sure + c.accept, ngram_cost)
             if self.model is not None and not f:
                 acc = [auto.model_position(i) for i in range(r)]
@@ -105,6 +105,9 @@ class PassDrafter:
                 asks.append((i, Ask(s.seq, s.tokens, k, s.draft_sampler)))
         if asks:
             self._with_model(asks, out)
+        for s, h, d in zip(seqs, after, out):
+            if d.proposal.tokens:
+                s.hindsight.offer(len(h))  # a sent draft is learned from when it is verified
         return out
 
     def _with_model(self, asks: list[tuple[int, Ask]], out: list[Drafted]) -> None:

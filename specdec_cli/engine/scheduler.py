@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from ..terminal.textstream import Segment, TextStream
 from .constraint import PassMasks
+from .drafters.auto import Hindsight
 from .drafters.edits import EditTracker
 from .drafters.model_batch import BatchModelDrafter
 from .drafters.ngram import NgramDrafter
@@ -356,6 +357,7 @@ class Scheduler:
             slot.stats.prompt_seconds = 0.0
         slot.index = SuffixIndex(self.pool) if self.auto is not None else None
         slot.edits = EditTracker(self.edit_rules) if self.auto is not None else None
+        slot.hindsight = Hindsight() if self.auto is not None else None
         if slot.index is not None:
             slot.index.begin(job.prompt)
             slot.edits.begin(job.prompt)
