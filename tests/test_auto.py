@@ -528,13 +528,14 @@ def test_hindsight_scores_each_proposers_first_token_once():
     assert len(learned) == 2
 
 
-def _copy_run(auto: AutoDrafter, source: list[int], n: int) -> int:
-    """The target copies ``source`` (the prompt) token for token; returns the tokens drafted."""
+def _copy_run(auto: AutoDrafter, source: list[int], n: int, grammar: bool = False) -> int:
+    """The target copies ``source`` (the prompt) token for token; returns the tokens drafted.
+    ``grammar``: drafts are asked as under a grammar that forces nothing here."""
     auto.begin(source)
     history, drafted = list(source), 0
     while len(history) - len(source) < n:
         truth = source[len(history) - len(source):]
-        p = auto.propose(history, 32)
+        p = auto.propose_after(history, [], 32) if grammar else auto.propose(history, 32)
         kept = next((i for i, (t, w) in enumerate(zip(p.tokens, truth)) if t != w), len(p.tokens))
         auto.accept(kept)
         drafted += len(p.tokens)
@@ -542,7 +543,8 @@ def _copy_run(auto: AutoDrafter, source: list[int], n: int) -> int:
     return drafted
 
 
-def test_a_proposer_valued_below_the_cpu_bar_learns_it_is_right_without_drafting(monkeypatch):
+@pytest.mark.parametrize("grammar", [False, True])
+def test_a_proposer_valued_below_the_cpu_bar_learns_it_is_right_without_drafting(monkeypatch, grammar):
     """On CPU costs a draft pays only at about 0.85 per token; proposers whose face value is 0.6
     and that are always right must learn it from the passes they were not sent on."""
     import random
@@ -551,6 +553,6 @@ def test_a_proposer_valued_below_the_cpu_bar_learns_it_is_right_without_drafting
     monkeypatch.setattr(auto_mod, "_edit_signal", lambda d: (("copy",), 0.6))
     rng = random.Random(5)
     source = [rng.randrange(3, 5000) for _ in range(300)]
-    assert _copy_run(AutoDrafter(cpu_like()), source, 200) > 100
+    assert _copy_run(AutoDrafter(cpu_like()), source, 200, grammar) > 100
     monkeypatch.setattr(Hindsight, "settle", lambda self, history, learn: None)
-    assert _copy_run(AutoDrafter(cpu_like()), source, 200) == 0  # without it: never sent, never learned
+    assert _copy_run(AutoDrafter(cpu_like()), source, 200, grammar) == 0  # without it: never sent, never learned

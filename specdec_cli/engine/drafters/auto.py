@@ -235,9 +235,12 @@ class AutoDrafter(Drafter):
         candidates after them, cut where the expected rate is best, as any draft; a pass that
         is not worth even the forced tokens drafts nothing. The draft model is not asked here."""
         costs = self.costs
-        cand = (self.copy_candidates(self.index, self.edits, history + forced, n_max - len(forced))
+        hindsight = None if forced else self.hindsight  # after forced tokens it cannot score the offer
+        cand = (self.copy_candidates(self.index, self.edits, history + forced, n_max - len(forced), hindsight)
                 if n_max > len(forced) else Candidates("ngram", [], [], [], []))
         k = best_length([1.0] * len(forced) + cand.accept, costs, costs.draft_seconds("ngram")).k
+        if k:
+            self.hindsight.offer(len(history))  # a sent draft is learned from when it is verified
         extra = max(0, k - len(forced))
         subst = [False] * len(forced) + (cand.subst or [False] * len(cand.tokens))
         proposal = Proposal((forced + cand.tokens)[:k], subst=subst[:k] if any(subst[:k]) else None)
