@@ -448,8 +448,9 @@ def test_a_rewritten_file_is_parsed_again(tmp_path, header_cache_dir):
 def test_a_corrupt_entry_is_parsed_again(tiny_target, header_cache_dir):
     want = read_gguf(tiny_target)
     (entry,) = header_cache_dir.glob("*.json")
-    for junk in ("{not json", '{"format": 1}', json.dumps({"format": 1, "path": str(tiny_target.resolve()),
-                                                           "identity": [], "kv": 3})):
+    good = json.loads(entry.read_text())
+    for junk in ("{not json", '{"format": 1}', json.dumps({**good, "identity": []}), json.dumps({**good, "kv": 3}),
+                 json.dumps({**good, "tensors": [[1]]})):
         entry.write_text(junk)
         assert read_gguf(tiny_target) == want
     assert json.loads(entry.read_text())["format"] == header_cache.FORMAT  # written again

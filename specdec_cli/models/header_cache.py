@@ -87,7 +87,7 @@ def load(path: Path, buf, size: int) -> tuple[dict, list[TensorInfo], int] | Non
         tensors = [TensorInfo(name, tuple(shape), ttype, n_el, nbytes, off)
                    for name, shape, ttype, n_el, nbytes, off in data["tensors"]]
         return kv, tensors, int(data["version"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -106,7 +106,7 @@ def store(path: Path, buf, size: int, kv: dict, tensors: list[TensorInfo], versi
         root.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(data), encoding="utf-8")
         tmp.replace(target)
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         try:
             tmp.unlink(missing_ok=True)
         except OSError:

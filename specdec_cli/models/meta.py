@@ -1,7 +1,8 @@
 """Read what specdec needs to know about a GGUF model without loading its weights.
 
 :func:`read_gguf` walks the file with :mod:`specdec_cli.models.reader` (header and
-tensor infos only, checked for integrity) and turns the raw metadata into a
+tensor infos only, checked for integrity; a header parsed on an earlier run comes from
+:mod:`.header_cache` while the file is unchanged) and turns the raw metadata into a
 :class:`GGUFInfo`: architecture, shapes, vocabulary facts, chat template and the
 kind of speculative draft the file is, if any. Names and sizes are guessed by
 :mod:`specdec_cli.models.names`.
