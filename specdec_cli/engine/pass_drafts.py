@@ -37,9 +37,10 @@ class Drafted:
 
 
 class PassDrafter:
-    """Drafts for the decoding sequences of a pass; ``seq`` objects carry ``tokens``, ``index`` and
-    ``edits`` (a SuffixIndex and an EditTracker under auto) and ``hindsight`` (auto's ``Hindsight``), ``ngram`` (an NgramDrafter under ngram), ``draft_sampler`` and
-    ``seq`` (their sequence id in the draft model's context)."""
+    """Drafts for the decoding sequences of a pass; ``seq`` objects carry ``tokens``; ``index``,
+    ``edits`` and ``hindsight`` (a SuffixIndex, an EditTracker and a Hindsight under auto);
+    ``ngram`` (an NgramDrafter under ngram); ``draft_sampler``; and ``seq`` (their sequence id in
+    the draft model's context)."""
 
     def __init__(self, engine, method: str | None, auto, model):
         self.engine = engine
