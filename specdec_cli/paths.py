@@ -6,6 +6,7 @@ ignored; every module that stores something asks here, so they cannot disagree a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -23,3 +24,17 @@ def config_home() -> Path:
 def cache_home() -> Path:
     """``$XDG_CACHE_HOME/specdec`` (absolute only), else ``~/.cache/specdec``: cost curves, fetched models."""
     return _xdg("XDG_CACHE_HOME", ".cache") / "specdec"
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it, replaced into place, so a
+    reader (another run, or this one after a crash) finds the old file or the new one, never half
+    of one. Raises OSError (the temporary file removed); callers decide what a failure means."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise

@@ -523,7 +523,7 @@ def test_hindsight_scores_each_proposers_first_token_once():
     assert learned == [("ngram", [("n",)], [0.5], 1), ("edit", [("e",)], [0.6], 0)]
     h.settle([1, 2, 3, 7, 5, 6], lambda *a: learned.append(a))  # scored once
     h.offer(5, Candidates("ngram", [6], [0.5], [("n",)], [0.5]))
-    h.offer(5)  # a draft was sent instead: it is learned from when verified, not here
+    h.withdraw()  # a draft was sent instead: it is learned from when verified, not here
     h.settle([1, 2, 3, 7, 5, 6], lambda *a: learned.append(a))
     assert len(learned) == 2
 

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..paths import write_whole
+
 # about 40 decode steps in all on a 2-core CPU (1.2 s here). 32 is measured, not extrapolated:
 # past 16 tokens a pass costs less per token than from 4 to 16 (timed here: 7.6 steps at 16,
 # 13.1 at 32, 18.4 at 48), and a line through 4 and 16 put a 33-token pass at 19 steps, which
@@ -359,9 +361,7 @@ def save_cached(key: str, model: CostModel, warn: Callable[[str], None] | None =
     data["entries"][key] = entry
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_whole(path, json.dumps(data, indent=1) + "\n")
     except OSError as exc:
         _note(warn, f"cannot write the cost cache {path} ({exc.strerror}); the next run calibrates again")
 

@@ -106,9 +106,9 @@ class PassDrafter:
                 asks.append((i, Ask(s.seq, s.tokens, k, s.draft_sampler)))
         if asks:
             self._with_model(asks, out)
-        for s, h, d in zip(seqs, after, out):
+        for s, d in zip(seqs, out):
             if d.proposal.tokens:
-                s.hindsight.offer(len(h))  # a sent draft is learned from when it is verified
+                s.hindsight.withdraw()
         return out
 
     def _with_model(self, asks: list[tuple[int, Ask]], out: list[Drafted]) -> None:

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..paths import cache_home, write_whole
 from .reader import ArrayRef, TensorInfo
 
 __all__ = ["load", "store", "MIN_CACHED_BYTES"]
@@ -40,8 +41,6 @@ def _cache_dir() -> Path | None:
         return None
     if override:
         return Path(override)
-    from ..paths import cache_home
-
     return cache_home() / "gguf-headers"
 
 
@@ -100,14 +99,8 @@ def store(path: Path, buf, size: int, kv: dict, tensors: list[TensorInfo], versi
     data = {"format": FORMAT, "path": str(path.resolve()), "identity": _identity(path, buf), "version": version,
             "kv": {k: _encode(v) for k, v in kv.items()},
             "tensors": [[t.name, list(t.shape), t.type, t.n_elements, t.n_bytes, t.offset] for t in tensors]}
-    target = _entry_path(root, path)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        tmp.replace(target)
+        write_whole(_entry_path(root, path), json.dumps(data))
     except (OSError, ValueError, TypeError):
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        pass

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ..errors import OutputError, UsageError
+from ..paths import write_whole
 
 
 def check_writable(path: Path, flag: str) -> None:
@@ -48,12 +49,9 @@ def write_atomic(path: Path, text: str, what: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file beside it, so a failure leaves the old
     file (or none), never half of the new one; raises one ``OutputError`` naming the file."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_whole(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise OutputError(f"cannot write {what} to {path} ({exc.strerror or exc})",
                           hint="free some space or choose another path") from None
     return path

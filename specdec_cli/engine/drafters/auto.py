@@ -77,6 +77,10 @@ class Hindsight:
         self._at = at
         self._offers = [(c.source, c.tokens[0], c.buckets[0], c.priors[0]) for c in cands if c.tokens]
 
+    def withdraw(self) -> None:
+        """A draft was sent: it is learned from when it is verified, not here."""
+        self._offers = []
+
     def settle(self, history: list[int], learn: Callable[[str, list, list, int], None]) -> None:
         """Score what was offered against ``history`` (the same sequence, since grown)."""
         if self._offers and len(history) > self._at >= 0:
@@ -199,7 +203,7 @@ class AutoDrafter(Drafter):
         """The better of the suffix index's and the edit tracker's candidates, by expected rate.
         With ``hindsight`` (the sequence's), what it offered at the last undrafted pass is scored
         first, and both proposers' candidates are offered to it; the caller withdraws them
-        (``hindsight.offer(at)``) when it sends a draft."""
+        (``hindsight.withdraw()``) when it sends a draft."""
         costs = self.costs
         t0 = time.perf_counter()
         if hindsight is not None:
@@ -225,7 +229,7 @@ class AutoDrafter(Drafter):
             choice = self._draft_with_model(history, n_max) or choice
         source, proposal, b, p = choice
         if proposal.tokens:
-            self.hindsight.offer(len(history))  # a sent draft is learned from when it is verified
+            self.hindsight.withdraw()
         self._pending = (source, b, p, 0)
         self._last_source = source if proposal.tokens else "none"
         return proposal
@@ -240,7 +244,7 @@ class AutoDrafter(Drafter):
                 if n_max > len(forced) else Candidates("ngram", [], [], [], []))
         k = best_length([1.0] * len(forced) + cand.accept, costs, costs.draft_seconds("ngram")).k
         if k:
-            self.hindsight.offer(len(history))  # a sent draft is learned from when it is verified
+            self.hindsight.withdraw()
         extra = max(0, k - len(forced))
         subst = [False] * len(forced) + (cand.subst or [False] * len(cand.tokens))
         proposal = Proposal((forced + cand.tokens)[:k], subst=subst[:k] if any(subst[:k]) else None)
