@@ -70,6 +70,22 @@ def test_choose_parallel_follows_the_curve():
     assert choose_parallel(bump, 32) == 16
 
 
+def test_riding_with_prompt_chunks_is_measured_against_running_apart():
+    costs = CostModel({1: 0.03, 4: 0.09, 128: 1.2}, frozen=False)
+    assert costs.rides()  # nothing measured yet: decoding rows ride, as they always did
+    curve = costs.curve()
+    apart = costs.pass_seconds(128) + costs.pass_seconds(5)
+    costs.observe_ride(1.4 * apart, 128, 5)  # a CPU's tiles over several sequences' cells
+    assert not costs.rides()
+    assert costs.curve() == curve  # kept off the curve, which prices passes of one kind
+    for _ in range(10):
+        costs.observe_ride(0.9 * apart, 128, 5)  # near the start of the sequences: cheaper together
+    assert costs.rides()
+    frozen = CostModel({1: 0.03, 128: 1.2}, frozen=True)
+    frozen.observe_ride(10.0, 128, 5)
+    assert frozen.ride is None and frozen.rides()
+
+
 # --- lossless against each prompt alone ----------------------------------------------------------
 def _engine(target, draft, n_seq: int, method: str | None, n_ctx: int = 256) -> Engine:
     return Engine(target, draft, options=EngineOptions(n_ctx=n_ctx, n_seq=n_seq, **EXACT),
@@ -113,6 +129,30 @@ def test_greedy_outputs_equal_each_prompt_alone(tiny_target, tiny_draft, n_seq, 
             elif method is not None:
                 assert drafters[method], drafters
             assert eng.last_run.mean_sequences > 1.0
+    finally:
+        eng.close()
+
+
+def test_decoding_apart_from_prompt_chunks_decodes_each_as_alone(tiny_target, tiny_draft):
+    """Where riding along with prompt chunks measured dearer than two passes, the prompts are read
+    in a pass of their own and the decoding sequences decode in the next (riding one step in
+    ``RIDE_EXPLORE`` still): the same outputs, and far fewer passes that do both."""
+    eng = _engine(tiny_target, tiny_draft, 2, "auto")
+    try:
+        eng.set_costs(gpu_like(0.02))
+        prompts = [eng.tokenize_prompt(p) for p in PROMPTS]  # more jobs than sequences: prompts join mid-run
+        gen = GenOptions(max_tokens=30)
+        alone = _alone(eng, prompts, gen)
+        both: dict[float, int] = {}
+        for ride in (0.5, 2.0):
+            eng.costs.ride = ride  # as measured: together cheaper, or dearer
+            seen: list[tuple[int, int]] = []
+            eng.costs.observe_ride = lambda _s, p, d, seen=seen: seen.append((p, d))  # noqa: B023
+            for job, res in eng.run_many([Job(i, p) for i, p in enumerate(prompts)], gen, n_parallel=2):
+                assert res.tokens == alone[job.index].tokens, (ride, job.index)
+                assert res.stats.stop_reason == alone[job.index].stats.stop_reason
+            both[ride] = len(seen)
+        assert both[0.5] >= 4 and both[2.0] * 3 <= both[0.5], both
     finally:
         eng.close()
 

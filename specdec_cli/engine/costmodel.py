@@ -44,6 +44,7 @@ STALL_CAP = 1.5  # a measurement counts as at most this multiple of the running 
 STEP_SMOOTHING = 0.2  # weight of a decode step in the running step, which scales the whole curve
 CACHE_VERSION = 1
 PAD_GAIN = 0.03  # a pass is padded to a larger measured size only when that saves this share or more
+RIDE_SMOOTHING = 0.3  # weight of a new pass in the running ratio of riding to running apart
 CHECK_SIZES = (1, 4, 16)  # the cached curve is checked at one step and at these pass sizes
 CHECK_TOLERANCE = 0.25  # relative disagreement of a pass's cost in steps that discards the cached curve
 RECHECK_AFTER_S = 3600.0  # a cached curve calibrated or checked this recently is used without a check
@@ -65,6 +66,10 @@ class CostModel:
         # acceptance); None unless the target's memory can only be checkpointed (rollback.py)
         self.checkpoint: dict[str, float] | None = None
         self.checked_at: float | None = None  # time.time() when the curve was last calibrated or checked
+        # a pass carrying decoding rows and prompt chunks together, against the curve's price of
+        # the two apart: running, None until one is seen (``observe_ride``); not cached, it moves
+        # with the depth of the sequences
+        self.ride: float | None = None
 
     def adopt(self, other: CostModel) -> None:
         """Take ``other``'s tables (a cached model), keeping this object shared with its users."""
@@ -94,6 +99,25 @@ class CostModel:
             self._follow_step(old * self._scale, seconds)
         else:
             self._pass[n_tokens] = _smoothed(old * self._scale, seconds) / self._scale
+
+    def observe_ride(self, seconds: float, n_prompt: int, n_decoding: int) -> None:
+        """A pass that read ``n_prompt`` prompt tokens and carried ``n_decoding`` rows of decoding
+        sequences. It is timed against the curve's price of the two as passes of their own, and
+        kept off the curve: on a CPU such a pass can cost more than the two apart. llama.cpp's
+        CPU attention takes a pass of 64 rows or more in tiles of 64 rows, and a tile holding
+        rows of several sequences is multiplied through all of their cells; in a unified cache
+        of 6 sequences at a depth of 800, a 128-token prompt chunk and 5 decoding rows took
+        2.35 s in one pass and 1.69 s in two (a 448-token chunk: 5.94 s against 5.59 s), while
+        near the start of the sequences riding is the cheaper of the two."""
+        if self.frozen or n_prompt <= 0 or n_decoding <= 0:
+            return
+        ratio = seconds / (self.pass_seconds(n_prompt) + self.pass_seconds(n_decoding))
+        self.ride = ratio if self.ride is None else self.ride + RIDE_SMOOTHING * (ratio - self.ride)
+
+    def rides(self) -> bool:
+        """Whether decoding rows should ride in a pass that reads prompts: cheaper than apart, as
+        measured so far, or not measured yet."""
+        return self.ride is None or self.ride < 1.0
 
     def _follow_step(self, old: float, seconds: float) -> None:
         """A decode step moves the whole curve with it. Every pass grows with the context's depth

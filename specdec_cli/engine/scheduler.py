@@ -46,6 +46,7 @@ from .stats import GenerationStats
 from .verify import Sampler, SamplingParams, make_verifier, resolve_verify
 
 SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
+RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 
 
 def cells_for(lengths: list[int], n_seq: int, n_ctx: int) -> int:
@@ -152,6 +153,7 @@ class Scheduler:
         self.stats = RunStats(n_parallel=self.n_parallel)
         self.slots: list[_Slot] = []
         self.waiting: deque[Job] = deque()
+        self._ride_steps = 0  # steps that could ride (``_rides``)
 
     # --- the run ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -196,11 +198,30 @@ class Scheduler:
         done = self._drop_cancelled()
         self._share_ready()
         self._admit()
-        dec = [s for s in self.slots if s.job is not None and s.decoding]
         pre = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
+        if pre and not self._rides():  # the prompts alone first, then the decoding sequences alone
+            done += self._pass([], pre)
+            pre = []
+        dec = [s for s in self.slots if s.job is not None and s.decoding]
         for s in [s for s in dec if self.ctx_seq - len(s.tokens) < 0]:
             done.append(self._finish(s, "context"))
         dec = [s for s in dec if s.job is not None]
+        return done + self._pass(dec, pre)
+
+    def _rides(self) -> bool:
+        """Whether this step's decoding sequences ride in the pass that reads prompt chunks, or
+        run in a pass of their own after it: as the cost model has measured riding against
+        running apart (``CostModel.observe_ride``), one step in ``RIDE_EXPLORE`` riding anyway
+        while apart is cheaper, since the answer moves with the sequences' depth."""
+        if self.costs is None or not any(s.job is not None and s.decoding for s in self.slots):
+            return True
+        self._ride_steps += 1
+        return self.costs.rides() or self._ride_steps % RIDE_EXPLORE == 0
+
+    def _pass(self, dec: list[_Slot], pre: list[_Slot]) -> list[tuple[Job, Result]]:
+        """One target pass over the decoding sequences ``dec`` (with their drafts) and chunks of
+        the prompts of ``pre``; the jobs that ended in it."""
+        done: list[tuple[Job, Result]] = []
         pending = sum(len(s.tokens) - 1 - s.n_cached for s in pre)
         caps = self._caps(dec, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
@@ -223,6 +244,7 @@ class Scheduler:
                 pos.append(s.n_cached + i)
                 seqs.append(s.seq)
                 outs.append(wanted is None or wanted[i])
+        n_decoding = len(toks)  # rows of the decoding sequences
         room = self.ctx.n_batch - len(toks)
         chunks: list[tuple[_Slot, int]] = []
         firsts: list[tuple[_Slot, int]] = []  # prompts read to the end in this pass: their first token too
@@ -258,7 +280,9 @@ class Scheduler:
             return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
         dt = time.perf_counter() - t
         self.stats.n_filler += filler
-        if self.costs is not None and all(m is None or m.every_row for m in masks):
+        if self.costs is not None and dec and chunks:  # a pass both read prompts and decoded
+            self.costs.observe_ride(dt, len(toks) + filler - n_decoding, n_decoding)
+        elif self.costs is not None and all(m is None or m.every_row for m in masks):
             self.costs.observe_pass(len(toks) + filler, dt)  # the curve prices passes with every decoding row
         self.stats.n_passes += 1
         self.stats.seq_passes += len(dec)
