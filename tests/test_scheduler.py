@@ -72,18 +72,19 @@ def test_choose_parallel_follows_the_curve():
 
 def test_riding_with_prompt_chunks_is_measured_against_running_apart():
     costs = CostModel({1: 0.03, 4: 0.09, 128: 1.2}, frozen=False)
-    assert costs.rides()  # nothing measured yet: decoding rows ride, as they always did
+    assert costs.rides(133)  # nothing measured yet: decoding rows ride, as they always did
     curve = costs.curve()
     apart = costs.pass_seconds(128) + costs.pass_seconds(5)
     costs.observe_ride(1.4 * apart, 128, 5)  # a CPU's tiles over several sequences' cells
-    assert not costs.rides()
+    assert not costs.rides(133) and not costs.rides(150)
+    assert costs.rides(40)  # measured per size class: a small pass rides until measured dearer
     assert costs.curve() == curve  # kept off the curve, which prices passes of one kind
     for _ in range(10):
         costs.observe_ride(0.9 * apart, 128, 5)  # near the start of the sequences: cheaper together
-    assert costs.rides()
+    assert costs.rides(133)
     frozen = CostModel({1: 0.03, 128: 1.2}, frozen=True)
     frozen.observe_ride(10.0, 128, 5)
-    assert frozen.ride is None and frozen.rides()
+    assert not frozen.ride and frozen.rides(133)
 
 
 # --- lossless against each prompt alone ----------------------------------------------------------
@@ -145,7 +146,7 @@ def test_decoding_apart_from_prompt_chunks_decodes_each_as_alone(tiny_target, ti
         alone = _alone(eng, prompts, gen)
         both: dict[float, int] = {}
         for ride in (0.5, 2.0):
-            eng.costs.ride = ride  # as measured: together cheaper, or dearer
+            eng.costs.ride = {c: ride for c in range(1, 12)}  # as measured: together cheaper, or dearer
             seen: list[tuple[int, int]] = []
             eng.costs.observe_ride = lambda _s, p, d, seen=seen: seen.append((p, d))  # noqa: B023
             for job, res in eng.run_many([Job(i, p) for i, p in enumerate(prompts)], gen, n_parallel=2):

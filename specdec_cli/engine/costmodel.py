@@ -67,9 +67,9 @@ class CostModel:
         self.checkpoint: dict[str, float] | None = None
         self.checked_at: float | None = None  # time.time() when the curve was last calibrated or checked
         # a pass carrying decoding rows and prompt chunks together, against the curve's price of
-        # the two apart: running, None until one is seen (``observe_ride``); not cached, it moves
-        # with the depth of the sequences
-        self.ride: float | None = None
+        # the two apart: running, per size class (``ride_class``), absent until one is seen
+        # (``observe_ride``); not cached, it moves with the depth of the sequences
+        self.ride: dict[int, float] = {}
 
     def adopt(self, other: CostModel) -> None:
         """Take ``other``'s tables (a cached model), keeping this object shared with its users."""
@@ -112,12 +112,15 @@ class CostModel:
         if self.frozen or n_prompt <= 0 or n_decoding <= 0:
             return
         ratio = seconds / (self.pass_seconds(n_prompt) + self.pass_seconds(n_decoding))
-        self.ride = ratio if self.ride is None else self.ride + RIDE_SMOOTHING * (ratio - self.ride)
+        c = ride_class(n_prompt + n_decoding)
+        old = self.ride.get(c)
+        self.ride[c] = ratio if old is None else old + RIDE_SMOOTHING * (ratio - old)
 
-    def rides(self) -> bool:
-        """Whether decoding rows should ride in a pass that reads prompts: cheaper than apart, as
-        measured so far, or not measured yet."""
-        return self.ride is None or self.ride < 1.0
+    def rides(self, n_tokens: int) -> bool:
+        """Whether decoding rows should ride in a pass of about ``n_tokens`` that reads prompts:
+        cheaper than apart, as measured so far at that size class, or not measured yet."""
+        ratio = self.ride.get(ride_class(n_tokens))
+        return ratio is None or ratio < 1.0
 
     def _follow_step(self, old: float, seconds: float) -> None:
         """A decode step moves the whole curve with it. Every pass grows with the context's depth
@@ -248,6 +251,12 @@ class CostModel:
             return False
         age = time.time() - self.checked_at
         return -1.0 <= age < RECHECK_AFTER_S
+
+
+def ride_class(n_tokens: int) -> int:
+    """The size class a pass's riding is measured in: powers of two (a pass below a CPU's tile
+    of rows rides cheaply, a larger one may not; a GPU draws its own lines)."""
+    return max(1, n_tokens).bit_length()
 
 
 def _smoothed(old: float, seconds: float) -> float:

@@ -199,7 +199,7 @@ class Scheduler:
         self._share_ready()
         self._admit()
         pre = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
-        if pre and not self._rides():  # the prompts alone first, then the decoding sequences alone
+        if pre and not self._rides(pre):  # the prompts alone first, then the decoding sequences alone
             done += self._pass([], pre)
             pre = []
         dec = [s for s in self.slots if s.job is not None and s.decoding]
@@ -208,15 +208,19 @@ class Scheduler:
         dec = [s for s in dec if s.job is not None]
         return done + self._pass(dec, pre)
 
-    def _rides(self) -> bool:
-        """Whether this step's decoding sequences ride in the pass that reads prompt chunks, or
-        run in a pass of their own after it: as the cost model has measured riding against
-        running apart (``CostModel.observe_ride``), one step in ``RIDE_EXPLORE`` riding anyway
-        while apart is cheaper, since the answer moves with the sequences' depth."""
-        if self.costs is None or not any(s.job is not None and s.decoding for s in self.slots):
+    def _rides(self, pre: list[_Slot]) -> bool:
+        """Whether this step's decoding sequences ride in the pass that reads the prompts of
+        ``pre``, or run in a pass of their own after it: as the cost model has measured riding
+        against running apart at about that pass's size (``CostModel.observe_ride``), one step
+        in ``RIDE_EXPLORE`` riding anyway while apart is cheaper, since the answer moves with
+        the sequences' depth."""
+        n_dec = sum(s.job is not None and s.decoding for s in self.slots)
+        if self.costs is None or not n_dec:
             return True
+        pending = sum(len(s.tokens) - 1 - s.n_cached for s in pre)
         self._ride_steps += 1
-        return self.costs.rides() or self._ride_steps % RIDE_EXPLORE == 0
+        return self.costs.rides(n_dec + min(pending, self.ctx.n_batch - n_dec)) or \
+            self._ride_steps % RIDE_EXPLORE == 0
 
     def _pass(self, dec: list[_Slot], pre: list[_Slot]) -> list[tuple[Job, Result]]:
         """One target pass over the decoding sequences ``dec`` (with their drafts) and chunks of
