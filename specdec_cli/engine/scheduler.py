@@ -3,7 +3,8 @@
 The target context holds several sequences in a unified KV cache (one pool of cells every
 sequence draws from). Each step is one target pass that carries, for every sequence that is
 decoding, its last token and its draft (possibly none), and fills the rest of the batch with
-prefill chunks of the sequences still reading their prompts. A finished job's sequence takes
+prefill chunks of the sequences still reading their prompts, where the cost model has not
+measured that dearer than a pass for each (``_rides``). A finished job's sequence takes
 the next waiting prompt at once, so decoding never stalls behind a long prefill. A prompt that
 begins like one already in the cache (the same system prompt, the earlier turns of a
 conversation) shares those cells instead of computing them again: in place when the free
