@@ -8,7 +8,8 @@ attention on and one with it off, each prompt run on both in an order reversed e
 prompt (this machine's speed drifts by several per cent over minutes). Per prompt it prints
 prompt-reading seconds and decode tokens per second (after the prompt) of each, and whether
 the texts are the same (the two attention kernels round differently, so a near-tie can flip);
-the summary gives, per set, the median and range of off/on.
+the summary gives, per set, the median and range of off/on in decode speed, and off/on in
+prompt-reading speed over the whole set.
 
     python scripts/flash_attn_compare.py [--sets edit,agent,code] [-n 300] [--method auto|none] [--json OUT]
 
@@ -90,9 +91,9 @@ def main() -> int:
     for set_name in dict.fromkeys(r["set"] for r in rows):
         rs = [r for r in rows if r["set"] == set_name]
         xs = [r["ratio"] for r in rs]
-        read = sum(r["off"]["prompt_s"] for r in rs) / sum(r["on"]["prompt_s"] for r in rs)
+        read = sum(r["on"]["prompt_s"] for r in rs) / sum(r["off"]["prompt_s"] for r in rs)  # a speed, as decode's
         print(f"{set_name:<10} decode off/on median {statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f}), "
-              f"prompt reading off/on {read:.3f}, prompts {min(r['n_prompt'] for r in rs)}-"
+              f"prompt reading speed off/on {read:.3f}, prompts {min(r['n_prompt'] for r in rs)}-"
               f"{max(r['n_prompt'] for r in rs)} tokens")
     if args.json:
         for r in rows:
