@@ -83,7 +83,8 @@ def run_specdec(eng: Engine, tokens: list[int], n: int, label: str, model_drafte
         eng.drafters["auto"] = AutoDrafter(eng.costs, model_drafter if label == BESIDE else None)
         r = eng.generate(tokens, gen, method="auto")
     s = r.stats
-    return {"tps": s.tokens_per_second, "n": s.n_generated, "text": r.text, "drafted": s.n_drafted,
+    return {"tps": s.tokens_per_second, "prompt_s": s.prompt_seconds, "n": s.n_generated, "text": r.text,
+            "drafted": s.n_drafted,
             "accepted": s.n_accepted, "substituted": s.n_substituted, "split": s.split()}
 
 

@@ -28,32 +28,36 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from edit_check import load_sets  # noqa: E402
+from edit_check import BASE, BESIDE, load_sets, run_specdec  # noqa: E402
 
-from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.errors import SpecdecError  # noqa: E402
 
 MODES = ("on", "off")
 
 
-def run_one(eng: Engine, model_drafter, tokens: list[int], n: int, method: str) -> dict:
-    gen = GenOptions(max_tokens=n)
-    if method == "none":
-        r = eng.generate(tokens, gen, use_draft=False)
-    else:  # a fresh auto, as a new `specdec run` process has
-        eng.drafters["auto"] = AutoDrafter(eng.costs, model_drafter)
-        r = eng.generate(tokens, gen, method="auto")
-    s = r.stats
-    return {"tps": s.tokens_per_second, "prompt_s": s.prompt_seconds, "n": s.n_generated, "text": r.text}
+def positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
 
 
 def main() -> int:
+    try:
+        return compare()
+    except SpecdecError as e:  # a model that will not load, a bad prompts file: one line, no traceback
+        print(f"error: {e.one_line()}", file=sys.stderr)
+        return e.exit_code
+
+
+def compare() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", help="target GGUF (default: the pinned demo target)")
     ap.add_argument("--draft", help="draft GGUF (default: the pinned demo draft)")
     ap.add_argument("--sets", default="edit,agent,code", help="comma-separated bench scenarios and JSONL files")
-    ap.add_argument("-n", "--max-tokens", type=int, default=300)
-    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("-n", "--max-tokens", type=positive, default=300)
+    ap.add_argument("--ctx", type=positive, default=4096)
     ap.add_argument("--method", choices=("auto", "none"), default="auto")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
@@ -80,17 +84,18 @@ def main() -> int:
             eng = engines[fa]
             tokens = eng.tokenize_prompt(eng.render_chat(messages))
             row["n_prompt"] = len(tokens)
-            row[fa] = run_one(eng, drafters[fa], tokens, args.max_tokens, args.method)
-        row["ratio"] = row["off"]["tps"] / row["on"]["tps"]
+            row[fa] = run_specdec(eng, tokens, args.max_tokens, BASE if args.method == "none" else BESIDE, drafters[fa])
+        on_tps, off_tps = row["on"]["tps"] or 0.0, row["off"]["tps"] or 0.0
+        row["ratio"] = off_tps / on_tps if on_tps and off_tps else None  # nothing decoded: no ratio
         rows.append(row)
         on, off = row["on"], row["off"]
         print(f"{set_name:<10} {pid:<12} prompt {row['n_prompt']:5d} tok | reading on {on['prompt_s']:6.2f} s "
-              f"off {off['prompt_s']:6.2f} s | decode on {on['tps']:6.2f} off {off['tps']:6.2f} tok/s | "
-              f"off/on {row['ratio']:.3f} | same text {on['text'] == off['text']}", flush=True)
+              f"off {off['prompt_s']:6.2f} s | decode on {on_tps:6.2f} off {off_tps:6.2f} tok/s | "
+              f"off/on {row['ratio'] or float('nan'):.3f} | same text {on['text'] == off['text']}", flush=True)
     print()
     for set_name in dict.fromkeys(r["set"] for r in rows):
         rs = [r for r in rows if r["set"] == set_name]
-        xs = [r["ratio"] for r in rs]
+        xs = [r["ratio"] for r in rs if r["ratio"] is not None] or [float("nan")]
         read = sum(r["on"]["prompt_s"] for r in rs) / sum(r["off"]["prompt_s"] for r in rs)  # a speed, as decode's
         print(f"{set_name:<10} decode off/on median {statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f}), "
               f"prompt reading speed off/on {read:.3f}, prompts {min(r['n_prompt'] for r in rs)}-"
@@ -98,8 +103,13 @@ def main() -> int:
     if args.json:
         for r in rows:
             for fa in MODES:
-                r[fa].pop("text")
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+                r[fa] = {k: r[fa][k] for k in ("tps", "prompt_s", "n")}
+        try:
+            Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+        except OSError as e:
+            print(f"error: cannot write {args.json}: {e.strerror}. Pass --json a path in a folder that exists.",
+                  file=sys.stderr)
+            return 1
     return 0
 
 
