@@ -122,8 +122,13 @@ class _Slot:
         self.wait: tuple[_Slot, int] | None = None  # (slot, n): share its first n cells once computed
 
     @property
+    def unread(self) -> int:
+        """Prompt tokens still to read; the last is evaluated by the first decoding pass."""
+        return len(self.tokens) - 1 - self.n_cached
+
+    @property
     def decoding(self) -> bool:
-        return self.n_cached == len(self.tokens) - 1
+        return self.unread == 0
 
 
 class Scheduler:
@@ -218,7 +223,7 @@ class Scheduler:
         n_dec = sum(s.job is not None and s.decoding for s in self.slots)
         if self.costs is None or not n_dec:
             return True
-        pending = sum(len(s.tokens) - 1 - s.n_cached for s in pre)
+        pending = sum(s.unread for s in pre)
         self._ride_steps += 1
         return self.costs.rides(n_dec + min(pending, self.ctx.n_batch - n_dec)) or \
             self._ride_steps % RIDE_EXPLORE == 0
@@ -227,7 +232,7 @@ class Scheduler:
         """One target pass over the decoding sequences ``dec`` (with their drafts) and chunks of
         the prompts of ``pre``; the jobs that ended in it."""
         done: list[tuple[Job, Result]] = []
-        pending = sum(len(s.tokens) - 1 - s.n_cached for s in pre)
+        pending = sum(s.unread for s in pre)
         caps = self._caps(dec, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
         drafts = self.drafter.draft(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
@@ -255,7 +260,7 @@ class Scheduler:
         firsts: list[tuple[_Slot, int]] = []  # prompts read to the end in this pass: their first token too
         n_out = len(toks)  # every decoding token has its logits row
         for s in pre:
-            take = min(room, len(s.tokens) - 1 - s.n_cached)
+            take = min(room, s.unread)
             if take <= 0:
                 break
             toks.extend(s.tokens[s.n_cached : s.n_cached + take])
@@ -266,7 +271,7 @@ class Scheduler:
             room -= take
             # the prompt's last token rides at the end of its last chunk, so the first generated token
             # comes out of this pass (a pass sooner: the time to first token of a server's requests)
-            if s.n_cached + take == len(s.tokens) - 1 and room > 0 and n_out < self.ctx.params.n_outputs_max:
+            if take == s.unread and room > 0 and n_out < self.ctx.params.n_outputs_max:
                 n_out += 1
                 firsts.append((s, len(toks)))
                 toks.append(s.tokens[-1])
