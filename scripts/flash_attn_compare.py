@@ -20,7 +20,6 @@ target, a fresh auto for every prompt; ``none`` is the target alone.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -29,26 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from edit_check import BASE, BESIDE, load_sets, run_specdec  # noqa: E402
+from script_io import by_set, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
-from specdec_cli.errors import SpecdecError  # noqa: E402
 
 MODES = ("on", "off")
 
 
-def positive(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
-
-
 def main() -> int:
-    try:
-        return compare()
-    except SpecdecError as e:  # a model that will not load, a bad prompts file: one line, no traceback
-        print(f"error: {e.one_line()}", file=sys.stderr)
-        return e.exit_code
+    return one_line_errors(compare)
 
 
 def compare() -> int:
@@ -93,8 +81,7 @@ def compare() -> int:
               f"off {off['prompt_s']:6.2f} s | decode on {on_tps:6.2f} off {off_tps:6.2f} tok/s | "
               f"off/on {row['ratio'] or float('nan'):.3f} | same text {on['text'] == off['text']}", flush=True)
     print()
-    for set_name in dict.fromkeys(r["set"] for r in rows):
-        rs = [r for r in rows if r["set"] == set_name]
+    for set_name, rs in by_set(rows):
         xs = [r["ratio"] for r in rs if r["ratio"] is not None] or [float("nan")]
         read = sum(r["on"]["prompt_s"] for r in rs) / sum(r["off"]["prompt_s"] for r in rs)  # a speed, as decode's
         print(f"{set_name:<10} decode off/on median {statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f}), "
@@ -104,12 +91,7 @@ def compare() -> int:
         for r in rows:
             for fa in MODES:
                 r[fa] = {k: r[fa][k] for k in ("tps", "prompt_s", "n")}
-        try:
-            Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-        except OSError as e:
-            print(f"error: cannot write {args.json}: {e.strerror}. Pass --json a path in a folder that exists.",
-                  file=sys.stderr)
-            return 1
+        return write_json(args.json, {"args": vars(args), "rows": rows})
     return 0
 
 

@@ -1,0 +1,49 @@
+"""What the measuring scripts share at their edges: a count argument, one-line errors, the --json file.
+
+Scripts are run by users on their own machines (the README gives their commands), so they keep
+the CLI's habits: bad input is one line on stderr and an exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from specdec_cli.errors import SpecdecError
+
+
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def one_line_errors(run: Callable[[], int]) -> int:
+    """``run()``, with a model that will not load or a bad prompts file said in one line."""
+    try:
+        return run()
+    except SpecdecError as e:
+        print(f"error: {e.one_line()}", file=sys.stderr)
+        return e.exit_code
+
+
+def by_set(rows: list[dict]) -> Iterator[tuple[str, list[dict]]]:
+    """(set name, its rows) for rows carrying a "set", in the order the sets first appear."""
+    for name in dict.fromkeys(r["set"] for r in rows):
+        yield name, [r for r in rows if r["set"] == name]
+
+
+def write_json(path: str, data: dict) -> int:
+    """Write ``data`` to ``path``; 0, or 1 with one line on stderr where it cannot be written."""
+    try:
+        Path(path).write_text(json.dumps(data, indent=1, default=str))  # model paths
+    except OSError as e:
+        print(f"error: cannot write {path}: {e.strerror}. Pass --json a path in a folder that exists.",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,163 @@
+"""The ceiling of lossless speculation on this machine: a perfect, free draft, against the target alone.
+
+Every token a lossless speculative decoder emits is read by the target, with a logits row to
+check it, in some pass. The cheapest that can be is a draft that is always right and costs
+nothing, with each pass as large as the context takes: the target reads the prompt and the
+output it is going to produce as one long prompt, in n_batch chunks, with a row for every
+output token. This script times exactly that against the target alone (no draft, one
+prompt at a time, as ``specdec run --parallel 1 --no-draft``), per prompt, in an order reversed
+every other prompt. No drafter, scheduler or batch of many prompts can beat the ratio, since
+reading prompts is the same work for all of them, and a row cannot cost less than in a full
+chunk of one sequence. Each reading is timed with flash attention on and off, and the faster
+counts. Where that ceiling is below a speed-up someone asks for, no drafting will reach it
+on this machine.
+
+    python scripts/speculation_ceiling.py [--sets edit,documents] [-n 300] [--decode-only] [--json OUT]
+
+``--decode-only``: the ceiling of decode speed after the prompt (the prompt is read untimed
+first), the measure of ``scripts/structured_check.py``. A JSONL line carrying a
+``json_schema`` is generated under that schema; then the rows' argmax may differ from the
+output where the grammar masked it, and ``agree`` counts that too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+from edit_check import load_sets  # noqa: E402
+from script_io import by_set, one_line_errors, positive, write_json  # noqa: E402
+
+from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
+from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402
+
+READERS = ("auto", "off")  # flash attention as the target runs it by default, and off
+
+
+def read_known(ctx: Context, prompt: list[int], output: list[int], decode_only: bool) -> tuple[float, int]:
+    """Seconds to read ``prompt`` and ``output`` in full chunks, with a logits row for each output
+    token (the row before it), and how many rows' argmax is that token. With ``decode_only``
+    the prompt is read first, untimed."""
+    ctx.kv_clear()
+    seq = prompt + output[:-1]
+    first = len(prompt) - 1  # the position whose row checks the first output token
+    start = 0
+    if decode_only:
+        for start in range(0, first, ctx.n_batch):
+            ctx.decode(prompt[start : min(start + ctx.n_batch, first)], start, outputs="last")
+        start = first
+    agree, seconds = 0, 0.0
+    while start < len(seq):
+        chunk = seq[start : start + ctx.n_batch]
+        rows = [start + i >= first for i in range(len(chunk))]
+        t0 = time.perf_counter()
+        ctx.decode(chunk, start, outputs="all", rows=rows)
+        seconds += time.perf_counter() - t0  # the passes alone: reading the rows back is this check's
+        for i, wanted in enumerate(rows):
+            if wanted:
+                agree += int(np.argmax(ctx.logits(i)) == output[start + i - first])
+        start += len(chunk)
+    return seconds, agree
+
+
+def schemas(sets: str) -> dict[tuple[str, str], dict]:
+    """(set name, prompt id) -> the JSON Schema its JSONL line carries."""
+    out = {}
+    for name in [x.strip() for x in sets.split(",") if x.strip()]:
+        path = Path(name)
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                item = json.loads(line) if line.strip().startswith("{") else {}
+                if "json_schema" in item:
+                    out[(path.stem, str(item.get("id")))] = item["json_schema"]
+    return out
+
+
+def main() -> int:
+    return one_line_errors(measure)
+
+
+def measure() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", help="target GGUF (default: the pinned demo target)")
+    ap.add_argument("--sets", default="edit,documents", help="comma-separated bench scenarios and JSONL files")
+    ap.add_argument("--ids", help="only these prompt ids (comma-separated)")
+    ap.add_argument("-n", "--max-tokens", type=positive, default=300)
+    ap.add_argument("--ctx", type=positive, default=4096)
+    ap.add_argument("--decode-only", action="store_true", help="the ceiling of decode speed after the prompt")
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args()
+    if not args.target:
+        from specdec_cli.realmodels import DEMO_TARGET, ensure_model
+
+        args.target = ensure_model(DEMO_TARGET)
+    prompts = load_sets(args.sets)
+    if args.ids:
+        prompts = [p for p in prompts if p[1] in set(args.ids.split(","))]
+    if not prompts:
+        print(f"error: no prompt of {args.sets!r} has an id in --ids {args.ids!r}.", file=sys.stderr)
+        return 2
+    eng = Engine(str(args.target), None, options=EngineOptions(n_ctx=args.ctx), method=None, warn=print)
+    n_batch = eng.target_ctx.n_batch
+    readers = {fa: Context(eng.target_model, ContextParams(n_ctx=args.ctx, n_batch=n_batch, n_ubatch=n_batch,
+                                                           n_outputs_max=n_batch, flash_attn=fa))
+               for fa in READERS}
+    by_id = schemas(args.sets)
+    if by_id:
+        from specdec_cli.engine import constraint as C
+        from specdec_cli.terminal.constraint_args import ConstraintSpec
+
+        tok = C.tokenizer_for(eng.target_model)
+        grammars = {k: C.compile_constraint(ConstraintSpec("json_schema", json.dumps(s), k[1]), tok)
+                    for k, s in by_id.items()}
+    # the first prompt once, untimed, as each system runs it: the first of each ran up to 1.5x
+    # slower than the same again (buffers touched for the first time, the clock settling)
+    first = eng.tokenize_prompt(eng.render_chat(prompts[0][2]))
+    warm = list(eng.generate(first, GenOptions(max_tokens=args.max_tokens), use_draft=False).tokens)
+    for ctx in readers.values():
+        read_known(ctx, first, warm or first[-1:], args.decode_only)
+    what = "decode after the prompt" if args.decode_only else "prompt and decode"
+    print(f"{len(prompts)} prompts, -n {args.max_tokens}; target alone against a perfect free draft ({what})",
+          flush=True)
+    rows = []
+    for i, (set_name, pid, messages) in enumerate(prompts):
+        prompt = eng.tokenize_prompt(eng.render_chat(messages))
+        grammar = grammars.get((set_name, pid)) if by_id else None
+        eng.target_ctx.kv_clear()  # nothing kept from the last prompt: the reading starts empty too
+        alone = eng.generate(prompt, GenOptions(max_tokens=args.max_tokens, grammar=grammar), use_draft=False)
+        st, output = alone.stats, list(alone.tokens)
+        if len(output) < 2:
+            print(f"{set_name:<10} {pid:<12} left out: the target wrote {len(output)} token(s)", flush=True)
+            continue
+        # the target's time, as its stats count it: decode, or prompt reading and decode
+        base = st.decode_seconds + (0.0 if args.decode_only else st.prompt_seconds)
+        row = {"set": set_name, "id": pid, "n_prompt": len(prompt), "n": len(output), "alone_s": base}
+        for fa in (READERS if i % 2 == 0 else READERS[::-1]):
+            row[fa], row[f"agree_{fa}"] = read_known(readers[fa], prompt, output, args.decode_only)
+        row["ceiling"] = base / min(row[fa] for fa in READERS)
+        rows.append(row)
+        print(f"{set_name:<10} {pid:<12} prompt {len(prompt):5d} out {len(output):4d} | alone {base:7.2f} s | "
+              f"perfect draft {row['auto']:6.2f} s (flash attention off {row['off']:6.2f} s) | "
+              f"argmax agrees {row['agree_auto']}/{len(output)} | ceiling {row['ceiling']:.2f}x", flush=True)
+    print()
+    for set_name, rs in by_set(rows):
+        alone = sum(r["alone_s"] for r in rs)
+        best = sum(min(r[fa] for fa in READERS) for r in rs)
+        print(f"{set_name:<10} the whole set {alone:.1f} s alone, {best:.1f} s at best: ceiling {alone / best:.3f}x "
+              f"(per prompt median {statistics.median(r['ceiling'] for r in rs):.3f}x, "
+              f"{min(r['ceiling'] for r in rs):.2f}-{max(r['ceiling'] for r in rs):.2f})")
+    if args.json:
+        return write_json(args.json, {"args": vars(args), "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
