@@ -6,11 +6,12 @@ nothing, with each pass as large as the context takes: the target reads the prom
 output it is going to produce as one long prompt, in n_batch chunks, with a row for every
 output token. This script times exactly that against the target alone (no draft, one
 prompt at a time, as ``specdec run --parallel 1 --no-draft``), per prompt, in an order reversed
-every other prompt. No drafter, scheduler or batch of many prompts can beat the ratio, since
-reading prompts is the same work for all of them, and a row cannot cost less than in a full
-chunk of one sequence. Each reading is timed with flash attention on and off, and the faster
-counts. Where that ceiling is below a speed-up someone asks for, no drafting will reach it
-on this machine.
+every other prompt. Reading prompts is the same work for every system, every output token
+needs its row, and the cheapest rows measured in this project were those in full chunks of one
+sequence (rows of several sequences in one pass cost more on a CPU), so no drafter, scheduler
+or batch of many prompts has a known way past the ratio. Each reading is timed with flash
+attention on and off, and the faster counts. Where the ceiling is below a speed-up someone
+asks for, no drafting will reach it on that machine.
 
     python scripts/speculation_ceiling.py [--sets edit,documents] [-n 300] [--decode-only] [--json OUT]
 
@@ -60,7 +61,7 @@ def read_known(ctx: Context, prompt: list[int], output: list[int], decode_only: 
         rows = [start + i >= first for i in range(len(chunk))]
         t0 = time.perf_counter()
         ctx.decode(chunk, start, outputs="all", rows=rows)
-        seconds += time.perf_counter() - t0  # the passes alone: reading the rows back is this check's
+        seconds += time.perf_counter() - t0  # the passes alone: reading rows back is the agreement check's
         for i, wanted in enumerate(rows):
             if wanted:
                 agree += int(np.argmax(ctx.logits(i)) == output[start + i - first])
@@ -149,9 +150,9 @@ def measure() -> int:
               f"argmax agrees {row['agree_auto']}/{len(output)} | ceiling {row['ceiling']:.2f}x", flush=True)
     print()
     for set_name, rs in by_set(rows):
-        alone = sum(r["alone_s"] for r in rs)
+        total = sum(r["alone_s"] for r in rs)
         best = sum(min(r[fa] for fa in READERS) for r in rs)
-        print(f"{set_name:<10} the whole set {alone:.1f} s alone, {best:.1f} s at best: ceiling {alone / best:.3f}x "
+        print(f"{set_name:<10} the whole set {total:.1f} s alone, {best:.1f} s at best: ceiling {total / best:.3f}x "
               f"(per prompt median {statistics.median(r['ceiling'] for r in rs):.3f}x, "
               f"{min(r['ceiling'] for r in rs):.2f}-{max(r['ceiling'] for r in rs):.2f})")
     if args.json:
