@@ -36,6 +36,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -55,12 +56,20 @@ from native_compare import (  # noqa: E402
 from specdec_cli.bench.scenarios import SCENARIOS, load_scenarios  # noqa: E402
 from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.terminal.prompts import PromptItem  # noqa: E402
 
 BASE, BESIDE, ALONE = "target alone", "auto, beside", "auto, no draft"
 
 
 def load_sets(spec: str) -> list[tuple[str, str, list[dict]]]:
     """(set name, prompt id, messages) for every prompt of the named scenarios and files."""
+    return [(name, item.id, item.as_messages(None)) for name, item in load_items(spec)]
+
+
+def load_items(spec: str) -> list[tuple[str, PromptItem]]:
+    """(set name, prompt) for every prompt of the named scenarios and files, as the project's
+    prompt reader parsed them (a line's own ``json_schema`` included); a line without an id
+    gets its number in its file."""
     out = []
     for name in [x.strip() for x in spec.split(",") if x.strip()]:
         if name in SCENARIOS:
@@ -71,7 +80,7 @@ def load_sets(spec: str) -> list[tuple[str, str, list[dict]]]:
                 sys.exit(f"error: {name!r} is neither a bench scenario ({', '.join(SCENARIOS)}) nor a file.")
             items = load_scenarios(prompts_file=path)["custom"]
             name = path.stem
-        out += [(name, item.id, item.as_messages(None)) for item in items]
+        out += [(name, item if item.id is not None else replace(item, id=str(k))) for k, item in enumerate(items, 1)]
     return out
 
 
@@ -84,8 +93,7 @@ def run_specdec(eng: Engine, tokens: list[int], n: int, label: str, model_drafte
         r = eng.generate(tokens, gen, method="auto")
     s = r.stats
     return {"tps": s.tokens_per_second, "prompt_s": s.prompt_seconds, "n": s.n_generated, "text": r.text,
-            "drafted": s.n_drafted,
-            "accepted": s.n_accepted, "substituted": s.n_substituted, "split": s.split()}
+            "drafted": s.n_drafted, "accepted": s.n_accepted, "substituted": s.n_substituted, "split": s.split()}
 
 
 def run_server(args, spec: str, text: str, n_prompt: int, log: Path) -> dict:

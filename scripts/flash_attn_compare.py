@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from edit_check import BASE, BESIDE, load_sets, run_specdec  # noqa: E402
-from script_io import by_set, one_line_errors, positive, write_json  # noqa: E402
+from script_io import by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
@@ -49,11 +49,7 @@ def compare() -> int:
     ap.add_argument("--method", choices=("auto", "none"), default="auto")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
-    if not args.target or not args.draft:
-        from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
-
-        args.target = args.target or ensure_model(DEMO_TARGET)
-        args.draft = args.draft or ensure_model(DEMO_DRAFT)
+    demo_models(args)
     prompts = load_sets(args.sets)
     engines, drafters = {}, {}
     for fa in MODES:

@@ -137,6 +137,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from script_io import demo_models  # noqa: E402
+
 from specdec_cli.engine.llama import default_threads  # noqa: E402
 
 # Raw completion prompts (no chat template): code, JSON/tables, prose.
@@ -443,10 +445,7 @@ def main() -> int:
         sys.exit("error: --repeats must be at least 1.")
     from specdec_cli.engine.runner import DraftOptions, Engine
 
-    if not args.target or not args.draft:
-        from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
-
-        args.target, args.draft = ensure_model(DEMO_TARGET), ensure_model(DEMO_DRAFT)
+    demo_models(args)
     args.native_bin = find_native(args.native_bin)
     log_dir = Path(args.logs) if args.logs else None
     if log_dir:
@@ -841,12 +840,7 @@ def _common_server_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _resolve_models(args, need_draft: bool) -> None:
-    if not args.target or (need_draft and not args.draft):
-        from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
-
-        args.target = args.target or ensure_model(DEMO_TARGET)
-        if need_draft:
-            args.draft = args.draft or ensure_model(DEMO_DRAFT)
+    demo_models(args, draft=need_draft)
     args.server_bin = find_native(args.server_bin, "llama-server")
 
 

@@ -23,6 +23,18 @@ def positive(text: str) -> int:
     return n
 
 
+def demo_models(args: argparse.Namespace, *, draft: bool = True) -> None:
+    """Fill ``args.target`` (and ``args.draft``) left unset with the pinned demo pair, fetched once
+    as ``specdec demo`` does; paths as text, so they go into a --json file as they are."""
+    if args.target and (not draft or args.draft):
+        return
+    from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
+
+    args.target = str(args.target or ensure_model(DEMO_TARGET))
+    if draft:
+        args.draft = str(args.draft or ensure_model(DEMO_DRAFT))
+
+
 def one_line_errors(run: Callable[[], int]) -> int:
     """``run()``, with a model that will not load or a bad prompts file said in one line."""
     try:
@@ -41,7 +53,7 @@ def by_set(rows: list[dict]) -> Iterator[tuple[str, list[dict]]]:
 def write_json(path: str, data: dict) -> int:
     """Write ``data`` to ``path``; 0, or 1 with one line on stderr where it cannot be written."""
     try:
-        Path(path).write_text(json.dumps(data, indent=1, default=str))  # model paths
+        Path(path).write_text(json.dumps(data, indent=1, default=str))  # a Path, a model's file
     except OSError as e:
         print(f"error: cannot write {path}: {e.strerror}. Pass --json a path in a folder that exists.",
               file=sys.stderr)

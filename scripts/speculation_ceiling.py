@@ -24,7 +24,6 @@ output where the grammar masked it, and ``agree`` counts that too.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -34,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from edit_check import load_sets  # noqa: E402
-from script_io import by_set, one_line_errors, positive, write_json  # noqa: E402
+from edit_check import load_items  # noqa: E402
+from script_io import by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
 from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402
@@ -69,19 +68,6 @@ def read_known(ctx: Context, prompt: list[int], output: list[int], decode_only: 
     return seconds, agree
 
 
-def schemas(sets: str) -> dict[tuple[str, str], dict]:
-    """(set name, prompt id) -> the JSON Schema its JSONL line carries."""
-    out = {}
-    for name in [x.strip() for x in sets.split(",") if x.strip()]:
-        path = Path(name)
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                item = json.loads(line) if line.strip().startswith("{") else {}
-                if "json_schema" in item:
-                    out[(path.stem, str(item.get("id")))] = item["json_schema"]
-    return out
-
-
 def main() -> int:
     return one_line_errors(measure)
 
@@ -96,13 +82,10 @@ def measure() -> int:
     ap.add_argument("--decode-only", action="store_true", help="the ceiling of decode speed after the prompt")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
-    if not args.target:
-        from specdec_cli.realmodels import DEMO_TARGET, ensure_model
-
-        args.target = ensure_model(DEMO_TARGET)
-    prompts = load_sets(args.sets)
+    demo_models(args, draft=False)
+    prompts = load_items(args.sets)
     if args.ids:
-        prompts = [p for p in prompts if p[1] in set(args.ids.split(","))]
+        prompts = [p for p in prompts if str(p[1].id) in set(args.ids.split(","))]
     if not prompts:
         print(f"error: no prompt of {args.sets!r} has an id in --ids {args.ids!r}.", file=sys.stderr)
         return 2
@@ -111,17 +94,17 @@ def measure() -> int:
     readers = {fa: Context(eng.target_model, ContextParams(n_ctx=args.ctx, n_batch=n_batch, n_ubatch=n_batch,
                                                            n_outputs_max=n_batch, flash_attn=fa))
                for fa in READERS}
-    by_id = schemas(args.sets)
-    if by_id:
+    grammars: dict[int, object] = {}  # prompt index -> its line's compiled JSON Schema
+    if any(item.json_schema is not None for _, item in prompts):
         from specdec_cli.engine import constraint as C
         from specdec_cli.terminal.constraint_args import ConstraintSpec
 
         tok = C.tokenizer_for(eng.target_model)
-        grammars = {k: C.compile_constraint(ConstraintSpec("json_schema", json.dumps(s), k[1]), tok)
-                    for k, s in by_id.items()}
+        grammars = {i: C.compile_constraint(ConstraintSpec("json_schema", item.json_schema, str(item.id)), tok)
+                    for i, (_, item) in enumerate(prompts) if item.json_schema is not None}
     # the first prompt once, untimed, as each system runs it: the first of each ran up to 1.5x
     # slower than the same again (buffers touched for the first time, the clock settling)
-    first = eng.tokenize_prompt(eng.render_chat(prompts[0][2]))
+    first = eng.tokenize_prompt(eng.render_chat(prompts[0][1].as_messages(None)))
     warm = list(eng.generate(first, GenOptions(max_tokens=args.max_tokens), use_draft=False).tokens)
     for ctx in readers.values():
         read_known(ctx, first, warm or first[-1:], args.decode_only)
@@ -129,9 +112,10 @@ def measure() -> int:
     print(f"{len(prompts)} prompts, -n {args.max_tokens}; target alone against a perfect free draft ({what})",
           flush=True)
     rows = []
-    for i, (set_name, pid, messages) in enumerate(prompts):
-        prompt = eng.tokenize_prompt(eng.render_chat(messages))
-        grammar = grammars.get((set_name, pid)) if by_id else None
+    for i, (set_name, item) in enumerate(prompts):
+        pid = str(item.id)
+        prompt = eng.tokenize_prompt(eng.render_chat(item.as_messages(None)))
+        grammar = grammars.get(i)
         eng.target_ctx.kv_clear()  # nothing kept from the last prompt: the reading starts empty too
         alone = eng.generate(prompt, GenOptions(max_tokens=args.max_tokens, grammar=grammar), use_draft=False)
         st, output = alone.stats, list(alone.tokens)
