@@ -13,12 +13,19 @@ or batch of many prompts has a known way past the ratio. Each reading is timed w
 attention on and off, and the faster counts. Where the ceiling is below a speed-up someone
 asks for, no drafting will reach it on that machine.
 
-    python scripts/speculation_ceiling.py [--sets edit,documents] [-n 300] [--decode-only] [--json OUT]
+    python scripts/speculation_ceiling.py [--sets edit,documents] [-n 300] [--decode-only] [--free-drafts] [--json OUT]
 
 ``--decode-only``: the ceiling of decode speed after the prompt (the prompt is read untimed
 first), the measure of ``scripts/structured_check.py``. A JSONL line carrying a
 ``json_schema`` is generated under that schema; then the rows' argmax may differ from the
 output where the grammar masked it, and ``agree`` counts that too.
+
+``--free-drafts``: a tighter bound for drafters that cost nothing to ask (n-gram and copy
+proposers, the grammar's forced tokens), which is all that can pay where a draft model's step
+costs more than the row it saves. The output is read again in the passes such a drafter could
+at best make: each pass takes the tokens ahead that a free source would have named
+(``free_guesses.py``) and ends with the first one none names; rows the grammar decides alone
+get no logits, as in specdec's loop. No guess is ever wrong there, so no real drafter beats it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 from edit_check import load_items  # noqa: E402
+from free_guesses import guessable, passes  # noqa: E402
 from script_io import by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
@@ -42,28 +50,37 @@ from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa:
 READERS = ("auto", "off")  # flash attention as the target runs it by default, and off
 
 
-def read_known(ctx: Context, prompt: list[int], output: list[int], decode_only: bool) -> tuple[float, int]:
-    """Seconds to read ``prompt`` and ``output`` in full chunks, with a logits row for each output
-    token (the row before it), and how many rows' argmax is that token. With ``decode_only``
-    the prompt is read first, untimed."""
+def read_known(ctx: Context, prompt: list[int], output: list[int], decode_only: bool,
+               passes: list[int] | None = None, decided: list[bool] | None = None) -> tuple[float, int]:
+    """Seconds to read ``prompt`` and ``output`` with a logits row for each output token (the row
+    before it), and how many rows' argmax is that token. The output is read in full chunks, or
+    in ``passes`` (their lengths, in order) as a speculative loop would; ``decided[i]``: output
+    token i needs no logits (the grammar allows it alone; its argmax is not checked). With
+    ``decode_only`` the prompt is read first, untimed."""
     ctx.kv_clear()
     seq = prompt + output[:-1]
     first = len(prompt) - 1  # the position whose row checks the first output token
+    ends, at = [], first
+    for n in passes or []:
+        at += n
+        ends.append(at)
     start = 0
-    if decode_only:
-        for start in range(0, first, ctx.n_batch):
-            ctx.decode(prompt[start : min(start + ctx.n_batch, first)], start, outputs="last")
-        start = first
     agree, seconds = 0, 0.0
     while start < len(seq):
-        chunk = seq[start : start + ctx.n_batch]
-        rows = [start + i >= first for i in range(len(chunk))]
+        if start >= first and ends:
+            stop = ends.pop(0)
+        elif start < first and (decode_only or passes):  # the prompt alone, up to the first check
+            stop = min(start + ctx.n_batch, first)
+        else:
+            stop = start + ctx.n_batch
+        chunk = seq[start : min(stop, len(seq))]
+        checks = [start + i - first for i in range(len(chunk))]  # the output token each row checks
+        rows = [c >= 0 and not (decided and decided[c]) for c in checks]
         t0 = time.perf_counter()
         ctx.decode(chunk, start, outputs="all", rows=rows)
-        seconds += time.perf_counter() - t0  # the passes alone: reading rows back is the agreement check's
-        for i, wanted in enumerate(rows):
-            if wanted:
-                agree += int(np.argmax(ctx.logits(i)) == output[start + i - first])
+        if not (decode_only and start < first):
+            seconds += time.perf_counter() - t0  # the passes alone: reading rows back is the agreement check's
+        agree += sum(int(np.argmax(ctx.logits(i)) == output[c]) for i, c in enumerate(checks) if rows[i])
         start += len(chunk)
     return seconds, agree
 
@@ -80,6 +97,8 @@ def measure() -> int:
     ap.add_argument("-n", "--max-tokens", type=positive, default=300)
     ap.add_argument("--ctx", type=positive, default=4096)
     ap.add_argument("--decode-only", action="store_true", help="the ceiling of decode speed after the prompt")
+    ap.add_argument("--free-drafts", action="store_true",
+                    help="also the bound of drafters that cost nothing: passes end where no free guess is right")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     demo_models(args, draft=False)
@@ -128,10 +147,20 @@ def measure() -> int:
         for fa in (READERS if i % 2 == 0 else READERS[::-1]):
             row[fa], row[f"agree_{fa}"] = read_known(readers[fa], prompt, output, args.decode_only)
         row["ceiling"] = base / min(row[fa] for fa in READERS)
+        free = ""
+        if args.free_drafts:
+            guessed, decided = guessable(eng.target_model, eng.render_chat(item.as_messages(None)), prompt, output,
+                                         eng.constraint(grammar) if grammar is not None else None)
+            row["passes"] = passes(guessed, n_batch)
+            for fa in (READERS if i % 2 == 0 else READERS[::-1]):
+                row[f"free_{fa}"] = read_known(readers[fa], prompt, output, args.decode_only, row["passes"], decided)[0]
+            row["free"] = base / min(row[f"free_{fa}"] for fa in READERS)
+            free = (f" | free drafts: {len(row['passes'])} passes, {sum(guessed)}/{len(output)} guessable, "
+                    f"{min(row[f'free_{fa}'] for fa in READERS):6.2f} s, bound {row['free']:.2f}x")
         rows.append(row)
         print(f"{set_name:<10} {pid:<12} prompt {len(prompt):5d} out {len(output):4d} | alone {base:7.2f} s | "
               f"perfect draft {row['auto']:6.2f} s (flash attention off {row['off']:6.2f} s) | "
-              f"argmax agrees {row['agree_auto']}/{len(output)} | ceiling {row['ceiling']:.2f}x", flush=True)
+              f"argmax agrees {row['agree_auto']}/{len(output)} | ceiling {row['ceiling']:.2f}x{free}", flush=True)
     print()
     for set_name, rs in by_set(rows):
         total = sum(r["alone_s"] for r in rs)
@@ -139,6 +168,11 @@ def measure() -> int:
         print(f"{set_name:<10} the whole set {total:.1f} s alone, {best:.1f} s at best: ceiling {total / best:.3f}x "
               f"(per prompt median {statistics.median(r['ceiling'] for r in rs):.3f}x, "
               f"{min(r['ceiling'] for r in rs):.2f}-{max(r['ceiling'] for r in rs):.2f})")
+        if args.free_drafts:
+            free = sum(min(r[f"free_{fa}"] for fa in READERS) for r in rs)
+            print(f"{'':<10} free drafts at best {free:.1f} s: bound {total / free:.3f}x (per prompt median "
+                  f"{statistics.median(r['free'] for r in rs):.3f}x, "
+                  f"{min(r['free'] for r in rs):.2f}-{max(r['free'] for r in rs):.2f})")
     if args.json:
         return write_json(args.json, {"args": vars(args), "rows": rows})
     return 0
