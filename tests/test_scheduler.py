@@ -158,6 +158,40 @@ def test_decoding_apart_from_prompt_chunks_decodes_each_as_alone(tiny_target, ti
         eng.close()
 
 
+def test_a_server_sends_no_draft_in_the_pass_that_gives_a_first_token(tiny_target, tiny_draft):
+    """``first_tokens_first`` (``specdec serve``): where a waiting prompt is read to its end, the
+    decoding sequences draft nothing in that pass, so the newcomer's first token is not held up
+    by their drafts; a batch run drafts there. Outputs are the same either way."""
+    eng = _engine(tiny_target, tiny_draft, 2, "auto")
+    try:
+        eng.set_costs(gpu_like(0.02))  # long drafts wherever the index has a guess
+        prompts = [eng.tokenize_prompt(p) for p in PROMPTS]  # more jobs than sequences: prompts join mid-run
+        gen = GenOptions(max_tokens=30)
+        alone = _alone(eng, prompts, gen)
+        seen: dict[bool, list[tuple[bool, list[int]]]] = {}
+        for first in (False, True):
+            sched = eng.scheduler(gen, n_parallel=2, first_tokens_first=first)
+            draft = sched.drafter.draft
+            calls = seen[first] = []
+
+            def record(dec, caps, n_prefill, sched=sched, draft=draft, calls=calls):
+                ends = any(s.job is not None and not s.decoding and s.wait is None
+                           and s.unread <= sched.ctx.n_batch - len(dec) for s in sched.slots)
+                out = draft(dec, caps, n_prefill)
+                calls.append((ends and bool(dec), [len(d.proposal.tokens) for d in out]))
+                return out
+
+            sched.drafter.draft = record
+            for job, res in sched.run([Job(i, p) for i, p in enumerate(prompts)]):
+                assert res.tokens == alone[job.index].tokens, (first, job.index)
+        joining = {first: [sizes for ends, sizes in calls if ends] for first, calls in seen.items()}
+        assert joining[True] and all(sum(sizes) == 0 for sizes in joining[True]), joining[True]
+        assert any(sum(sizes) for sizes in joining[False]), joining[False]  # a batch run drafts there
+        assert any(sum(sizes) for _ends, sizes in seen[True])  # and the server elsewhere
+    finally:
+        eng.close()
+
+
 def test_a_full_context_ends_each_sequence_as_alone(tiny_target):
     eng = _engine(tiny_target, None, 3, "auto", n_ctx=48)
     try:

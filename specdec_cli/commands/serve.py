@@ -69,7 +69,7 @@ def serve(req: ServeRequest) -> int:
         limit = max(1, min(want, n_seq))
         parallel = min(req.parallel, limit) if req.parallel else choose_parallel(engine.ensure_costs(), limit)
         default = GenOptions(max_tokens=req.max_tokens or engine.n_ctx_seq)
-        scheduler = engine.scheduler(default, n_parallel=parallel)
+        scheduler = engine.scheduler(default, n_parallel=parallel, first_tokens_first=True)
         worker = Worker(engine, scheduler, queue_max=QUEUE_PER_SLOT * parallel)
         alias = req.model_alias or plan.target.value.name
 

@@ -458,15 +458,16 @@ class Engine:
         return None
 
     def scheduler(self, gen: GenOptions, *, n_parallel: int, method: str | None = None,
-                  use_draft: bool = True) -> Scheduler:
+                  use_draft: bool = True, first_tokens_first: bool = False) -> Scheduler:
         """A scheduler for jobs that arrive over time (the server): ``start`` it, ``submit`` jobs,
         ``step`` while it is ``busy``. ``method`` overrides the engine's (``use_draft`` False:
-        none); ``batch_support`` must have said yes to it."""
+        none); ``batch_support`` must have said yes to it. ``first_tokens_first``: see
+        ``Scheduler``."""
         method = (method or self.method) if use_draft else None
         why = self.batch_support(method)
         if why is not None:
             raise ValueError(f"cannot decode many sequences at once: {why}")
-        return Scheduler(self, gen, n_parallel=n_parallel, method=method)
+        return Scheduler(self, gen, n_parallel=n_parallel, method=method, first_tokens_first=first_tokens_first)
 
     def run_many(self, jobs: list[Job], gen: GenOptions, *, n_parallel: int, use_draft: bool = True,
                  method: str | None = None):

@@ -135,7 +135,14 @@ class Scheduler:
     """Runs jobs ``n_parallel`` at a time on an engine loaded with at least that many sequences;
     the context's other sequences keep finished prompts' cells for later ones."""
 
-    def __init__(self, engine, gen, *, n_parallel: int, method: str | None):
+    def __init__(self, engine, gen, *, n_parallel: int, method: str | None, first_tokens_first: bool = False):
+        """``first_tokens_first`` (a server): a pass that reads the end of a waiting prompt, so
+        that its first token comes out of it, carries no drafts of the decoding sequences. On
+        a CPU a pass costs about its rows: in an agent loop here a 50-token turn riding with a
+        31-token draft took 1.31 s to its first token against 0.85 s with none, while the
+        draft, sent one pass later, costs the other sequence about 0.15 s. A batch run, which
+        waits for all its answers, drafts in every pass."""
+        self.first_tokens_first = first_tokens_first
         self.engine = engine
         self.gen = gen
         self.ctx = engine.target_ctx
@@ -234,6 +241,8 @@ class Scheduler:
         done: list[tuple[Job, Result]] = []
         pending = sum(s.unread for s in pre)
         caps = self._caps(dec, reserve=min(pending, self.ctx.n_batch // 4))
+        if self.first_tokens_first and any(s.unread <= self.ctx.n_batch - len(dec) for s in pre):
+            caps = [0] * len(dec)  # a first token comes out of this pass: nothing makes it longer
         t_draft = time.perf_counter()
         drafts = self.drafter.draft(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
