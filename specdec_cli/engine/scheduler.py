@@ -240,9 +240,7 @@ class Scheduler:
         the prompts of ``pre``; the jobs that ended in it."""
         done: list[tuple[Job, Result]] = []
         pending = sum(s.unread for s in pre)
-        caps = self._caps(dec, reserve=min(pending, self.ctx.n_batch // 4))
-        if self.first_tokens_first and any(s.unread <= self.ctx.n_batch - len(dec) for s in pre):
-            caps = [0] * len(dec)  # a first token comes out of this pass: nothing makes it longer
+        caps = self._caps(dec, pre, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
         drafts = self.drafter.draft(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
@@ -318,10 +316,15 @@ class Scheduler:
                 done.append(ended)
         return done
 
-    def _caps(self, dec: list[_Slot], reserve: int) -> list[int]:
+    def _caps(self, dec: list[_Slot], pre: list[_Slot], reserve: int) -> list[int]:
         """The longest draft each decoding sequence may send: its budget and context, and all of them
         within the outputs and tokens one pass takes, leaving ``reserve`` tokens of it to prompts
-        still being read (drafts never starve a prefill)."""
+        still being read (drafts never starve a prefill). Under ``first_tokens_first``, none
+        where the first prompt of ``pre`` (it takes the room first) is read to its end in this
+        pass with its last token after it, as ``_pass`` lays the batch out."""
+        if self.first_tokens_first and pre and pre[0].unread < self.ctx.n_batch - len(dec) \
+                and len(dec) < self.ctx.params.n_outputs_max:
+            return [0] * len(dec)
         caps = [max(0, min(self.draft_max, s.gen.max_tokens - len(s.output) - 1, self.ctx_seq - len(s.tokens)))
                 for s in dec]
         limit = max(0, min(self.ctx.params.n_outputs_max, self.ctx.n_batch - reserve) - len(dec))
