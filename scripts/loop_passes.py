@@ -1,0 +1,163 @@
+"""Where an agent loop's time goes on specdec's scheduler: the loop of ``agent_loop.py``, run in process.
+
+The sessions and turns of ``agent_loop.py`` (its tasks and tool turns, greedy) go straight to the
+scheduler that ``specdec serve`` runs, set as serve sets it (auto, first tokens first, two
+sequences per session's worth of cells), with no HTTP in between: each session's next turn is
+submitted the moment its last one ends. The machine runs one pass at a time, so the loop's wall
+time is the sum of its passes; every pass is timed and put in a class (plain or drafted, how many
+sequences, reading a prompt or not), and the classes are printed with their time, tokens, rows
+and the rows a rejected draft wasted. Per turn: its time, time to first token, drafted and kept.
+
+``--turns-out FILE`` writes each turn's conversation (the messages up to that turn's request) as
+JSONL, so the bound of any drafter on exactly these turns can be read with
+``speculation_ceiling.py --sets FILE --decode-only --free-drafts -n N``.
+
+    python3 scripts/loop_passes.py [--target T.gguf] [--draft D.gguf] [--sessions 2] [--turns 3]
+                                   [-n 400] [--turns-out turns.jsonl] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agent_loop import TASKS, TOOL_TURNS  # noqa: E402
+from script_io import demo_models, one_line_errors, positive, write_json  # noqa: E402
+
+from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.scheduler import Job  # noqa: E402
+
+
+class PassLog:
+    """Every pass of the scheduler's context: rows, seconds, and per sequence what it drafted and got."""
+
+    def __init__(self, scheduler):
+        self.passes: list[dict] = []
+        ctx, verify = scheduler.ctx, scheduler._verify
+        decode_many = ctx.decode_many
+
+        def timed(toks, pos, seqs, outs, pad=0):
+            t = time.perf_counter()
+            filler = decode_many(toks, pos, seqs, outs, pad=pad)
+            self.passes.append({"rows": len(toks) + filler, "seconds": time.perf_counter() - t, "seqs": []})
+            return filler
+
+        def verified(s, d, *rest):
+            job, held, said = s.job.index, len(s.tokens), len(s.output)
+            ended = verify(s, d, *rest)  # (job, drafted, kept, emitted)
+            self.passes[-1]["seqs"].append((job, len(d.proposal.tokens), len(s.tokens) - held - 1, len(s.output) - said))
+            return ended
+
+        ctx.decode_many = timed
+        scheduler._verify = verified
+
+    def classes(self) -> dict[str, dict]:
+        out: dict[str, dict] = defaultdict(lambda: {"passes": 0, "seconds": 0.0, "tokens": 0, "rows": 0, "wasted": 0})
+        for p in self.passes:
+            seqs = p["seqs"]
+            drafted = sum(d for _, d, _, _ in seqs)
+            decoding_rows = sum(1 + d for _, d, _, _ in seqs)
+            kind = f"{'drafted' if drafted else 'plain'}, {len(seqs)} seq" + (
+                ", reads a prompt" if p["rows"] > decoding_rows or not seqs else "")
+            c = out[kind]
+            c["passes"] += 1
+            c["seconds"] += p["seconds"]
+            c["tokens"] += sum(said for _, _, _, said in seqs)
+            c["rows"] += p["rows"]
+            c["wasted"] += sum(d - kept for _, d, kept, _ in seqs)
+        return dict(sorted(out.items()))
+
+
+def run_loop(engine: Engine, sessions: int, turns: int, n: int) -> tuple[float, list[dict], PassLog, dict]:
+    scheduler = engine.scheduler(GenOptions(max_tokens=n), n_parallel=sessions, first_tokens_first=True)
+    scheduler.start()
+    warm = engine.tokenize_prompt(engine.render_chat([{"role": "user", "content": "Hello"}]))
+    scheduler.submit(Job(index=-1, prompt=warm, gen=GenOptions(max_tokens=2)))  # as agent_loop warms a server
+    while scheduler.busy:
+        scheduler.step()
+    log = PassLog(scheduler)
+    messages = {k: [{"role": "user", "content": TASKS[k % len(TASKS)]}] for k in range(sessions)}
+    turn = dict.fromkeys(range(sessions), 0)
+    started: dict[int, float] = {}
+    requests: dict[int, list[dict]] = {}
+
+    def submit(k: int) -> None:
+        requests.setdefault(k, []).append({"messages": list(messages[k])})
+        started[k] = time.perf_counter()
+        scheduler.submit(Job(index=k, prompt=engine.tokenize_prompt(engine.render_chat(messages[k]))))
+
+    t0 = time.perf_counter()
+    for k in range(sessions):
+        submit(k)
+    rows = []
+    while scheduler.busy:
+        for job, res in scheduler.step():
+            k, st = job.index, res.stats
+            rows.append({"session": k, "turn": turn[k], "seconds": time.perf_counter() - started[k],
+                         "ttft": st.first_token_seconds, "n_prompt": st.n_prompt, "reused": st.n_prompt_reused,
+                         "n": st.n_generated, "drafted": st.n_drafted, "kept": st.n_accepted})
+            messages[k].append({"role": "assistant", "content": res.text})
+            turn[k] += 1
+            if turn[k] < turns:
+                messages[k].append({"role": "user", "content": TOOL_TURNS[(turn[k] - 1) % len(TOOL_TURNS)]})
+                submit(k)
+    return time.perf_counter() - t0, rows, log, requests
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target")
+    ap.add_argument("--draft")
+    ap.add_argument("--sessions", type=positive, default=2)
+    ap.add_argument("--turns", type=positive, default=3)
+    ap.add_argument("-n", "--max-tokens", type=positive, default=400)
+    ap.add_argument("--ctx", type=positive, default=4096, help="one sequence's context, as serve's --ctx")
+    ap.add_argument("--turns-out", help="write each turn's request (its messages) here, as JSONL")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    demo_models(args)
+
+    def run() -> int:
+        engine = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx, n_seq=2 * args.sessions),
+                        draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)
+        engine.ensure_costs()
+        wall, rows, log, requests = run_loop(engine, args.sessions, args.turns, args.max_tokens)
+        engine.close()
+        print(f"{'session':>7} {'turn':>4} {'seconds':>8} {'ttft':>6} {'prompt':>6} {'reused':>6} "
+              f"{'tokens':>6} {'drafted':>7} {'kept':>5}")
+        for r in sorted(rows, key=lambda r: (r["session"], r["turn"])):
+            print(f"{r['session']:7d} {r['turn']:4d} {r['seconds']:8.2f} {r['ttft'] or 0:6.2f} {r['n_prompt']:6d} "
+                  f"{r['reused']:6d} {r['n']:6d} {r['drafted']:7d} {r['kept']:5d}")
+        classes = log.classes()
+        total = sum(c["seconds"] for c in classes.values())
+        print(f"\nwall {wall:.2f} s, of which {total:.2f} s in {len(log.passes)} passes:")
+        for kind, c in classes.items():
+            print(f"  {kind:<30} {c['passes']:4d} passes {c['seconds']:7.2f} s  {c['tokens']:5d} tokens "
+                  f"{c['rows']:6d} rows ({1e3 * c['seconds'] / max(1, c['rows']):5.1f} ms a row, "
+                  f"{1e3 * c['seconds'] / max(1, c['tokens']):6.1f} ms a token)  {c['wasted']:4d} rows of rejected drafts")
+        if args.turns_out:
+            try:
+                with open(args.turns_out, "w") as f:
+                    for k, reqs in requests.items():
+                        for t, req in enumerate(reqs):
+                            f.write(json.dumps({"id": f"s{k}-t{t}", **req}) + "\n")
+            except OSError as e:
+                print(f"error: cannot write {args.turns_out}: {e.strerror}.", file=sys.stderr)
+                return 1
+        if args.json:
+            return write_json(args.json, {"args": vars(args), "wall": wall, "turns": rows, "classes": classes,
+                                          "passes": log.passes})
+        return 0
+
+    return one_line_errors(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
