@@ -122,9 +122,9 @@ def main() -> int:
     ap.add_argument("--turns-out", help="write each turn's request (its messages) here, as JSONL")
     ap.add_argument("--json")
     args = ap.parse_args()
-    demo_models(args)
 
     def run() -> int:
+        demo_models(args)  # the pinned demo pair where -t/-d are not given, fetched once
         engine = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx, n_seq=2 * args.sessions),
                         draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)
         engine.ensure_costs()
