@@ -556,3 +556,13 @@ def test_a_proposer_valued_below_the_cpu_bar_learns_it_is_right_without_drafting
     assert _copy_run(AutoDrafter(cpu_like()), source, 200, grammar) > 100
     monkeypatch.setattr(Hindsight, "settle", lambda self, history, learn: None)
     assert _copy_run(AutoDrafter(cpu_like()), source, 200, grammar) == 0  # without it: never sent, never learned
+
+
+def test_demo_says_a_run_of_the_targets_own_passes_is_no_speed_up():
+    from specdec_cli.commands.demo import speed_line
+
+    line = speed_line("writing new code", {"target alone": (28.1, 1.0), "auto": (30.6, 1.0)})
+    assert line.startswith("writing new code: target alone 28.1 tok/s (1.00x), auto 30.6 tok/s (1.09x: ")
+    assert "run-to-run variation" in line
+    edit = speed_line("editing a given file", {"target alone": (30.7, 1.0), "auto": (37.7, 3.46)})
+    assert edit == "editing a given file: target alone 30.7 tok/s (1.00x), auto 37.7 tok/s (1.23x)"
