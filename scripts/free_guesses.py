@@ -35,17 +35,19 @@ def guessable(model, prompt_text: str, prompt: list[int], output: list[int], con
 
     index = SuffixIndex()
     index.begin(prompt)
+    history = list(prompt)  # grown a token at a time: the index takes in only what is new
     text = ""
     guessed, alone = [], []
-    for i, token in enumerate(output):
+    for token in output:
         only = False
         if constraint is not None:
             only = only_allowed(constraint.allowed_mask()[np.newaxis])[0] == token
             constraint.consume([token])
-        named = only or index.propose(prompt + output[:i], 1)[0][:1] == [token] \
+        named = only or index.propose(history, 1)[0][:1] == [token] \
             or _text_copy(model, prompt_text, text) == token
         guessed.append(bool(named))
         alone.append(bool(only))
+        history.append(token)
         text += model.piece(token).decode("utf-8", errors="replace")
     return guessed, alone
 

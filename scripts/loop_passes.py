@@ -12,7 +12,7 @@ and the rows a rejected draft wasted. Per turn: its time, time to first token, d
 JSONL, so the bound of any drafter on exactly these turns can be read with
 ``speculation_ceiling.py --sets FILE --decode-only --free-drafts -n N``.
 
-    python3 scripts/loop_passes.py [--target T.gguf] [--draft D.gguf] [--sessions 2] [--turns 3]
+    python3 scripts/loop_passes.py [-t T.gguf] [-d D.gguf] [--sessions 2] [--turns 3]
                                    [-n 400] [--turns-out turns.jsonl] [--json OUT]
 """
 
@@ -46,7 +46,9 @@ class PassLog:
         def timed(toks, pos, seqs, outs, pad=0):
             t = time.perf_counter()
             filler = decode_many(toks, pos, seqs, outs, pad=pad)
-            self.passes.append({"rows": len(toks) + filler, "seconds": time.perf_counter() - t, "seqs": []})
+            # rows: what the pass ran, filler included (``CostModel.pass_size``); tokens: what it carried
+            self.passes.append({"rows": len(toks) + filler, "tokens": len(toks), "seconds": time.perf_counter() - t,
+                                "seqs": []})
             return filler
 
         def verified(s, d, *rest):
@@ -65,7 +67,7 @@ class PassLog:
             drafted = sum(d for _, d, _, _ in seqs)
             decoding_rows = sum(1 + d for _, d, _, _ in seqs)
             kind = f"{'drafted' if drafted else 'plain'}, {len(seqs)} seq" + (
-                ", reads a prompt" if p["rows"] > decoding_rows or not seqs else "")
+                ", reads a prompt" if p["tokens"] > decoding_rows or not seqs else "")
             c = out[kind]
             c["passes"] += 1
             c["seconds"] += p["seconds"]
@@ -113,8 +115,8 @@ def run_loop(engine: Engine, sessions: int, turns: int, n: int) -> tuple[float, 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target")
-    ap.add_argument("--draft")
+    ap.add_argument("-t", "--target")
+    ap.add_argument("-d", "--draft")
     ap.add_argument("--sessions", type=positive, default=2)
     ap.add_argument("--turns", type=positive, default=3)
     ap.add_argument("-n", "--max-tokens", type=positive, default=400)
@@ -124,6 +126,11 @@ def main() -> int:
     args = ap.parse_args()
 
     def run() -> int:
+        for out in (args.turns_out, args.json):  # a path that cannot be written fails now, not after the run
+            if out and not Path(out).resolve().parent.is_dir():
+                print(f"error: cannot write {out}: its folder does not exist. Pass a path in a folder that exists.",
+                      file=sys.stderr)
+                return 2
         demo_models(args)  # the pinned demo pair where -t/-d are not given, fetched once
         engine = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx, n_seq=2 * args.sessions),
                         draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)
