@@ -10,10 +10,24 @@ and the rows a rejected draft wasted. Per turn: its time, time to first token, d
 
 ``--turns-out FILE`` writes each turn's conversation (the messages up to that turn's request) as
 JSONL, so the bound of any drafter on exactly these turns can be read with
-``speculation_ceiling.py --sets FILE --decode-only --free-drafts -n N``.
+``speculation_ceiling.py --sets FILE --decode-only --free-drafts -n N``: each turn alone.
 
-    python3 scripts/loop_passes.py [-t T.gguf] [-d D.gguf] [--sessions 2] [--turns 3]
-                                   [-n 400] [--turns-out turns.jsonl] [--json OUT]
+``--free-drafts RUN.json...`` reads that bound on this scheduler instead, with the sessions
+sharing its passes: the loop runs again with auto's proposers replaced by one that knows the
+outputs saved by earlier runs' ``--json`` and proposes, of each, only the tokens a drafter that
+costs nothing could have guessed (``free_guesses.py``): the whole run of them ahead, up to
+``--draft-max``, every one right. A turn follows whichever saved output its own still agrees
+with; where it leaves them all (a near-tie decided the other way under another batch shape),
+it gets no more free drafts, and the run says how many tokens that left out, so pass this run's
+own ``--json`` back in beside the others and run again. ``--free-from-turn N`` sends no draft on
+each session's first N turns: the bound of a drafter that is never wrong where there is a copy
+and silent where there is none (on this loop's first turn, new code, the suffix index names the
+right token at about half the places it names any). ``--pass-rows N`` cuts the free drafts of a
+pass, longest first, to N rows in all: llama.cpp's CPU attention reads a pass in tiles of 64 rows.
+
+    python3 scripts/loop_passes.py [-t T.gguf] [-d D.gguf] [--sessions 2] [--turns 3] [-n 400]
+                                   [--draft-max 32] [--turns-out turns.jsonl] [--json OUT]
+                                   [--free-drafts RUN.json... [--free-from-turn N] [--pass-rows N]]
 """
 
 from __future__ import annotations
@@ -29,10 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_loop import TASKS, TOOL_TURNS  # noqa: E402
+from free_guesses import guessable  # noqa: E402
 from script_io import demo_models, one_line_errors, positive, write_json  # noqa: E402
 
+from specdec_cli.engine.pass_drafts import Drafted  # noqa: E402
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.scheduler import Job  # noqa: E402
+from specdec_cli.engine.verify import Proposal  # noqa: E402
 
 
 class PassLog:
@@ -77,7 +94,61 @@ class PassLog:
         return dict(sorted(out.items()))
 
 
-def run_loop(engine: Engine, sessions: int, turns: int, n: int) -> tuple[float, list[dict], PassLog, dict]:
+class FreeDrafts:
+    """In place of the scheduler's per-pass drafting: each turn's output as saved runs wrote it, of
+    which each sequence proposes the guessable tokens ahead (``free_guesses.guessable``), up to its
+    cap: the bound of drafters that cost nothing, on this scheduler's passes."""
+
+    def __init__(self, engine: Engine, saved: list[dict], from_turn: int = 0, pass_rows: int | None = None):
+        """``saved``: one or more runs' ``--json``; a turn follows whichever of their outputs its
+        own still agrees with (near-ties go either way with the batch shape). ``pass_rows``: the
+        drafts of a pass cut, longest first, so that the pass carries at most that many rows."""
+        self.from_turn = from_turn
+        self.pass_rows = pass_rows
+        self.known: dict[tuple[int, int], list[tuple[list[int], list[bool]]]] = {}
+        for run in saved:
+            for r in run["turns"]:
+                key = (r["session"], r["turn"])
+                if any(r["output"] == out for out, _ in self.known.get(key, [])):
+                    continue
+                messages = run["requests"][str(r["session"])][r["turn"]]["messages"]
+                text = engine.render_chat(messages)
+                guessed, _ = guessable(engine.target_model, text, engine.tokenize_prompt(text), r["output"])
+                self.known.setdefault(key, []).append((r["output"], guessed))
+        self.turn: dict[int, int] = {}  # session -> the turn it runs (run_loop keeps it)
+        self.unreached: dict[tuple[int, int], int] = {}  # turns that left every saved output: tokens after
+
+    def install(self, scheduler) -> None:
+        scheduler.drafter.draft = self.draft
+
+    def draft(self, seqs: list, caps: list[int], _n_prefill: int) -> list[Drafted]:
+        out = [self._free(s, c) for s, c in zip(seqs, caps)]
+        if self.pass_rows is None:
+            return out
+        lengths = [len(d.proposal.tokens) for d in out]
+        while sum(lengths) + len(seqs) > self.pass_rows and max(lengths) > 0:
+            lengths[lengths.index(max(lengths))] -= 1
+        return [Drafted(d.proposal.truncated(k), "free", [], []) if k else Drafted.nothing()
+                for d, k in zip(out, lengths)]
+
+    def _free(self, s, cap: int) -> Drafted:
+        key = (s.job.index, self.turn[s.job.index])
+        if key[1] < self.from_turn:
+            return Drafted.nothing()
+        said = s.tokens[s.n_prompt:]  # generated so far, the token this pass evaluates included
+        j, tokens = len(said), []
+        known = [(out, g) for out, g in self.known.get(key, []) if out[:j] == said]
+        if not known:
+            self.unreached.setdefault(key, max(len(out) for out, _ in self.known.get(key, [([], [])])) - j)
+            return Drafted.nothing()
+        output, guessed = known[0]
+        while len(tokens) < cap and j + len(tokens) < len(output) and guessed[j + len(tokens)]:
+            tokens.append(output[j + len(tokens)])
+        return Drafted(Proposal(tokens), "free", [], []) if tokens else Drafted.nothing()
+
+
+def run_loop(engine: Engine, sessions: int, turns: int, n: int, free: FreeDrafts | None = None
+             ) -> tuple[float, list[dict], PassLog, dict]:
     scheduler = engine.scheduler(GenOptions(max_tokens=n), n_parallel=sessions, first_tokens_first=True)
     scheduler.start()
     warm = engine.tokenize_prompt(engine.render_chat([{"role": "user", "content": "Hello"}]))
@@ -85,8 +156,11 @@ def run_loop(engine: Engine, sessions: int, turns: int, n: int) -> tuple[float, 
     while scheduler.busy:
         scheduler.step()
     log = PassLog(scheduler)
+    if free is not None:
+        free.install(scheduler)
     messages = {k: [{"role": "user", "content": TASKS[k % len(TASKS)]}] for k in range(sessions)}
-    turn = dict.fromkeys(range(sessions), 0)
+    turn = free.turn if free is not None else {}
+    turn.update(dict.fromkeys(range(sessions), 0))
     started: dict[int, float] = {}
     requests: dict[int, list[dict]] = {}
 
@@ -104,7 +178,8 @@ def run_loop(engine: Engine, sessions: int, turns: int, n: int) -> tuple[float, 
             k, st = job.index, res.stats
             rows.append({"session": k, "turn": turn[k], "seconds": time.perf_counter() - started[k],
                          "ttft": st.first_token_seconds, "n_prompt": st.n_prompt, "reused": st.n_prompt_reused,
-                         "n": st.n_generated, "drafted": st.n_drafted, "kept": st.n_accepted})
+                         "n": st.n_generated, "drafted": st.n_drafted, "kept": st.n_accepted,
+                         "output": list(res.tokens)})
             messages[k].append({"role": "assistant", "content": res.text})
             turn[k] += 1
             if turn[k] < turns:
@@ -121,11 +196,36 @@ def main() -> int:
     ap.add_argument("--turns", type=positive, default=3)
     ap.add_argument("-n", "--max-tokens", type=positive, default=400)
     ap.add_argument("--ctx", type=positive, default=4096, help="one sequence's context, as serve's --ctx")
+    ap.add_argument("--draft-max", type=positive, default=AUTO_DRAFT_MAX, help="the longest draft a sequence sends")
     ap.add_argument("--turns-out", help="write each turn's request (its messages) here, as JSONL")
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="write every figure here, each turn's output and request included")
+    ap.add_argument("--free-drafts", metavar="RUN.json", nargs="+",
+                    help="the bound of free drafters on this scheduler: drafts that know these runs' outputs")
+    ap.add_argument("--free-from-turn", type=positive, default=0, metavar="N",
+                    help="with --free-drafts: no drafts on each session's first N turns")
+    ap.add_argument("--pass-rows", type=positive, metavar="N",
+                    help="with --free-drafts: at most N rows a pass, the longest draft cut first")
     args = ap.parse_args()
 
     def run() -> int:
+        if not args.free_drafts and (args.free_from_turn or args.pass_rows):
+            print("error: --free-from-turn and --pass-rows shape the free drafts: pass --free-drafts RUN.json too.",
+                  file=sys.stderr)
+            return 2
+        saved = []
+        for path in args.free_drafts or []:
+            try:
+                run = json.loads(Path(path).read_text())
+                if "requests" not in run or not all("output" in r for r in run["turns"]):
+                    raise ValueError
+            except OSError as e:
+                print(f"error: cannot read {path}: {e.strerror}.", file=sys.stderr)
+                return 2
+            except (ValueError, KeyError, TypeError):
+                print(f"error: {path} is not the --json of a loop_passes.py run. "
+                      "Run it once with --json RUN.json, then pass that file.", file=sys.stderr)
+                return 2
+            saved.append(run)
         for out in (args.turns_out, args.json):  # a path that cannot be written fails now, not after the run
             if out and not Path(out).resolve().parent.is_dir():
                 print(f"error: cannot write {out}: its folder does not exist. Pass a path in a folder that exists.",
@@ -133,9 +233,10 @@ def main() -> int:
                 return 2
         demo_models(args)  # the pinned demo pair where -t/-d are not given, fetched once
         engine = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx, n_seq=2 * args.sessions),
-                        draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)
+                        draft=DraftOptions(draft_max=args.draft_max), method="auto", warn=print)
         engine.ensure_costs()
-        wall, rows, log, requests = run_loop(engine, args.sessions, args.turns, args.max_tokens)
+        free = FreeDrafts(engine, saved, args.free_from_turn, args.pass_rows) if saved else None
+        wall, rows, log, requests = run_loop(engine, args.sessions, args.turns, args.max_tokens, free)
         engine.close()
         print(f"{'session':>7} {'turn':>4} {'seconds':>8} {'ttft':>6} {'prompt':>6} {'reused':>6} "
               f"{'tokens':>6} {'drafted':>7} {'kept':>5}")
@@ -149,6 +250,9 @@ def main() -> int:
             print(f"  {kind:<30} {c['passes']:4d} passes {c['seconds']:7.2f} s  {c['tokens']:5d} tokens "
                   f"{c['rows']:6d} rows ({1e3 * c['seconds'] / max(1, c['rows']):5.1f} ms a row, "
                   f"{1e3 * c['seconds'] / max(1, c['tokens']):6.1f} ms a token)  {c['wasted']:4d} rows of rejected drafts")
+        if free is not None:
+            left = ", ".join(f"s{k} t{t}: {n} tokens" for (k, t), n in sorted(free.unreached.items()))
+            print(f"free drafts: outputs as saved{'' if not left else ' except after where they left it (' + left + ')'}")
         if args.turns_out:
             try:
                 with open(args.turns_out, "w") as f:
@@ -160,7 +264,7 @@ def main() -> int:
                 return 1
         if args.json:
             return write_json(args.json, {"args": vars(args), "wall": wall, "turns": rows, "classes": classes,
-                                          "passes": log.passes})
+                                          "passes": log.passes, "requests": requests})
         return 0
 
     return one_line_errors(run)
