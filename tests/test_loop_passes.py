@@ -37,7 +37,7 @@ def test_every_turn_runs_and_the_passes_account_for_every_token(tiny_target, tin
         assert reqs[1]["messages"][1]["role"] == "assistant"
 
 
-def test_free_drafts_send_exactly_the_guessable_tokens_of_the_saved_outputs_and_keep_them_all(tiny_target, tiny_draft):
+def test_free_drafts_send_only_guessable_tokens_of_the_saved_outputs_and_keep_them_all(tiny_target, tiny_draft):
     engine = _engine(tiny_target, tiny_draft)
     try:
         engine.ensure_costs()
