@@ -115,10 +115,11 @@ class FreeDrafts:
                 text = engine.render_chat(messages)
                 guessed, _ = guessable(engine.target_model, text, engine.tokenize_prompt(text), r["output"])
                 self.known.setdefault(key, []).append((r["output"], guessed))
-        self.turn: dict[int, int] = {}  # session -> the turn it runs (run_loop keeps it)
+        self.turn: dict[int, int] = {}  # session -> the turn it runs: run_loop's, given at install
         self.unreached: dict[tuple[int, int], int] = {}  # turns that left every saved output: tokens after
 
-    def install(self, scheduler) -> None:
+    def install(self, scheduler, turn: dict[int, int]) -> None:
+        self.turn = turn
         scheduler.drafter.draft = self.draft
 
     def draft(self, seqs: list, caps: list[int], _n_prefill: int) -> list[Drafted]:
@@ -137,11 +138,11 @@ class FreeDrafts:
             return Drafted.nothing()
         said = s.tokens[s.n_prompt:]  # generated so far, the token this pass evaluates included
         j, tokens = len(said), []
-        known = [(out, g) for out, g in self.known.get(key, []) if out[:j] == said]
-        if not known:
-            self.unreached.setdefault(key, max(len(out) for out, _ in self.known.get(key, [([], [])])) - j)
+        agree = [(out, g) for out, g in self.known[key] if out[:j] == said]
+        if not agree:
+            self.unreached.setdefault(key, max(0, max(len(out) for out, _ in self.known[key]) - j))
             return Drafted.nothing()
-        output, guessed = known[0]
+        output, guessed = agree[0]
         while len(tokens) < cap and j + len(tokens) < len(output) and guessed[j + len(tokens)]:
             tokens.append(output[j + len(tokens)])
         return Drafted(Proposal(tokens), "free", [], []) if tokens else Drafted.nothing()
@@ -156,11 +157,10 @@ def run_loop(engine: Engine, sessions: int, turns: int, n: int, free: FreeDrafts
     while scheduler.busy:
         scheduler.step()
     log = PassLog(scheduler)
-    if free is not None:
-        free.install(scheduler)
     messages = {k: [{"role": "user", "content": TASKS[k % len(TASKS)]}] for k in range(sessions)}
-    turn = free.turn if free is not None else {}
-    turn.update(dict.fromkeys(range(sessions), 0))
+    turn = dict.fromkeys(range(sessions), 0)
+    if free is not None:
+        free.install(scheduler, turn)
     started: dict[int, float] = {}
     requests: dict[int, list[dict]] = {}
 
@@ -226,6 +226,14 @@ def main() -> int:
                       "Run it once with --json RUN.json, then pass that file.", file=sys.stderr)
                 return 2
             saved.append(run)
+        if saved:  # every turn of this loop needs a saved output to draft from
+            have = {(r["session"], r["turn"]) for run in saved for r in run["turns"]}
+            missing = [(k, t) for k in range(args.sessions) for t in range(args.turns) if (k, t) not in have]
+            if missing:
+                k, t = missing[0]
+                print(f"error: no run given to --free-drafts has session {k}'s turn {t}. Pass runs made with at "
+                      f"least --sessions {args.sessions} --turns {args.turns}.", file=sys.stderr)
+                return 2
         for out in (args.turns_out, args.json):  # a path that cannot be written fails now, not after the run
             if out and not Path(out).resolve().parent.is_dir():
                 print(f"error: cannot write {out}: its folder does not exist. Pass a path in a folder that exists.",
