@@ -148,6 +148,24 @@ class FreeDrafts:
         return Drafted(Proposal(tokens), "free", [], []) if tokens else Drafted.nothing()
 
 
+def read_runs(paths: list[str]) -> tuple[list[dict], str | None]:
+    """Saved runs (this script's ``--json``, each turn's output and request in it), or the one-line
+    error that says which file is missing or is something else."""
+    runs = []
+    for path in paths:
+        try:
+            run = json.loads(Path(path).read_text())
+            if "requests" not in run or not all("output" in r for r in run["turns"]):
+                raise ValueError
+        except OSError as e:
+            return [], f"error: cannot read {path}: {e.strerror}."
+        except (ValueError, KeyError, TypeError):
+            return [], (f"error: {path} is not the --json of a loop_passes.py run. "
+                        "Run it once with --json RUN.json, then pass that file.")
+        runs.append(run)
+    return runs, None
+
+
 def run_loop(engine: Engine, sessions: int, turns: int, n: int, free: FreeDrafts | None = None
              ) -> tuple[float, list[dict], PassLog, dict]:
     scheduler = engine.scheduler(GenOptions(max_tokens=n), n_parallel=sessions, first_tokens_first=True)
@@ -212,20 +230,10 @@ def main() -> int:
             print("error: --free-from-turn and --pass-rows shape the free drafts: pass --free-drafts RUN.json too.",
                   file=sys.stderr)
             return 2
-        saved = []
-        for path in args.free_drafts or []:
-            try:
-                run = json.loads(Path(path).read_text())
-                if "requests" not in run or not all("output" in r for r in run["turns"]):
-                    raise ValueError
-            except OSError as e:
-                print(f"error: cannot read {path}: {e.strerror}.", file=sys.stderr)
-                return 2
-            except (ValueError, KeyError, TypeError):
-                print(f"error: {path} is not the --json of a loop_passes.py run. "
-                      "Run it once with --json RUN.json, then pass that file.", file=sys.stderr)
-                return 2
-            saved.append(run)
+        saved, error = read_runs(args.free_drafts or [])
+        if error:
+            print(error, file=sys.stderr)
+            return 2
         if saved:  # every turn of this loop needs a saved output to draft from
             have = {(r["session"], r["turn"]) for run in saved for r in run["turns"]}
             missing = [(k, t) for k in range(args.sessions) for t in range(args.turns) if (k, t) not in have]
