@@ -147,6 +147,9 @@ def row_costs(contexts: dict[str, Context], depth: int, text: list[int]) -> dict
 
 def analyse(engine: Engine, draft: Model, runs: list[dict], from_turn: int, ctx_size: int) -> dict:
     """Every turn from ``from_turn`` on of every saved run: the tallies, merged, and the costs."""
+    if draft.n_vocab != engine.target_model.n_vocab:  # its guesses are read as the target's token ids
+        raise ValueError(f"the draft's vocabulary has {draft.n_vocab} tokens, the target's "
+                         f"{engine.target_model.n_vocab}. Pass a draft made for this target.")
     params = ContextParams(n_ctx=ctx_size, n_batch=CHUNK, n_ubatch=CHUNK, n_outputs_max=max(CHUNK, *COST_ROWS))
     draft_ctx = Context(draft, params)
     target_ctx = Context(engine.target_model, params)
