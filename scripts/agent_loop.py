@@ -19,7 +19,6 @@ turn, the wall time of all sessions, and the tokens generated (from the usage ch
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -32,6 +31,7 @@ import threading
 import time
 
 import httpx
+from script_io import Parser
 
 TASKS = [
     "Write a Python module `inventory.py` with a class `Inventory` that keeps items by SKU (name, quantity, "
@@ -144,7 +144,7 @@ def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log) -> 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
     ap.add_argument("--sessions", type=int, default=2)
     ap.add_argument("--turns", type=int, default=3)

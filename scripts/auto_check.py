@@ -13,13 +13,14 @@ position.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from script_io import Parser  # noqa: E402
 
 from specdec_cli.bench.scenarios import load_scenarios  # noqa: E402
 from specdec_cli.engine.divergence import argmax_violations  # noqa: E402
@@ -28,7 +29,7 @@ from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, Engi
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--scenarios", default="edit,code,json,qa,creative")

@@ -10,13 +10,14 @@ ratio per round.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from script_io import Parser  # noqa: E402
 
 from specdec_cli.engine.llama import default_threads  # noqa: E402
 from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402
@@ -25,7 +26,7 @@ PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
     ap.add_argument("-n", "--max-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)

@@ -13,12 +13,13 @@ With no --target/--draft it uses the pinned Qwen2.5-Coder 1.5B/0.5B pair (fetche
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from script_io import Parser  # noqa: E402
 
 from specdec_cli.engine.divergence import first_divergence  # noqa: E402
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
@@ -31,7 +32,7 @@ CODE_PROMPTS = [
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--draft-max", type=int, default=DraftOptions().draft_max)

@@ -27,7 +27,6 @@ generation), so a run's near-ties do not matter here.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -39,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loop_passes import read_runs  # noqa: E402
-from script_io import demo_models, one_line_errors, write_json  # noqa: E402
+from script_io import Parser, demo_models, one_line_errors, write_json  # noqa: E402
 
 from specdec_cli.engine.drafters.edits import EditTracker  # noqa: E402
 from specdec_cli.engine.drafters.suffix import OutputPool, SuffixIndex  # noqa: E402
@@ -201,7 +200,7 @@ def report(a: dict) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", metavar="RUN.json", nargs="+", help="the --json of loop_passes.py runs")
     ap.add_argument("-t", "--target")
     ap.add_argument("-d", "--draft")

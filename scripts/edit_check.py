@@ -31,7 +31,6 @@ General scenarios, the regression check (no servers, three rounds):
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -52,6 +51,7 @@ from native_compare import (  # noqa: E402
     _spec_list,
     same_text,
 )
+from script_io import Parser
 
 from specdec_cli.bench.scenarios import SCENARIOS, load_scenarios  # noqa: E402
 from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
@@ -115,7 +115,7 @@ def _fmt(xs: list[float]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     _common_server_args(ap)
     ap.set_defaults(max_tokens=256, ctx=4096, cache_prompt="off")
     ap.add_argument("--sets", default="edit,scripts/copy_holdout.jsonl",

@@ -19,7 +19,6 @@ target, a fresh auto for every prompt; ``none`` is the target alone.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from edit_check import BASE, BESIDE, load_sets, run_specdec  # noqa: E402
-from script_io import by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
+from script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
@@ -40,7 +39,7 @@ def main() -> int:
 
 
 def compare() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", help="target GGUF (default: the pinned demo target)")
     ap.add_argument("--draft", help="draft GGUF (default: the pinned demo draft)")
     ap.add_argument("--sets", default="edit,agent,code", help="comma-separated bench scenarios and JSONL files")

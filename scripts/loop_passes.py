@@ -32,7 +32,6 @@ pass, longest first, to N rows in all: llama.cpp's CPU attention reads a pass in
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -44,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_loop import TASKS, TOOL_TURNS  # noqa: E402
 from free_guesses import guessable  # noqa: E402
-from script_io import demo_models, one_line_errors, positive, write_json  # noqa: E402
+from script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.pass_drafts import Drafted  # noqa: E402
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
@@ -207,7 +206,7 @@ def run_loop(engine: Engine, sessions: int, turns: int, n: int, free: FreeDrafts
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("-t", "--target")
     ap.add_argument("-d", "--draft")
     ap.add_argument("--sessions", type=positive, default=2)

@@ -137,7 +137,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from script_io import demo_models  # noqa: E402
+from script_io import Parser, demo_models  # noqa: E402
 
 from specdec_cli.engine.llama import default_threads  # noqa: E402
 
@@ -418,7 +418,7 @@ def same_text(a: str, b: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--draft-max", type=int, default=3)
@@ -858,7 +858,7 @@ def _med(xs) -> float:
 
 
 def server_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="native_compare.py server",
         description="batch throughput: llama-server (slots, continuous batching) against a specdec command")
     _common_server_args(ap)
@@ -1006,7 +1006,7 @@ def _stream_chat(url: str, payload: dict) -> dict:
 
 
 def session_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="native_compare.py session",
         description="agent-loop shape: K concurrent multi-turn chats, each turn resending the whole conversation")
     _common_server_args(ap)
@@ -1094,7 +1094,7 @@ def _first_messages(path: str | None) -> list[list[dict]]:
 
 
 def slot_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="native_compare.py slot",
         description="one at a time: specdec's target alone against llama-server's single slot, interleaved per prompt")
     _common_server_args(ap)

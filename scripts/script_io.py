@@ -11,8 +11,17 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from specdec_cli.errors import SpecdecError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument said in one line on stderr (exit 2), as the CLI says bad input,
+    instead of argparse's usage lines before it; ``--help`` still prints them all."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}. See {self.prog} --help.\n")
 
 
 def positive(text: str) -> int:

@@ -16,7 +16,6 @@ cells, sequences or buffers per request shows as growth between the two.
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import subprocess
@@ -26,6 +25,7 @@ import time
 
 import httpx
 import psutil
+from script_io import Parser
 
 
 def free_port() -> int:
@@ -77,7 +77,7 @@ def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: lis
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("-t", "--target", required=True)
     ap.add_argument("-d", "--draft")
     ap.add_argument("--default", action="store_true", help="no drafting flags: auto, as `specdec serve -t T` runs")

@@ -64,6 +64,8 @@ from tiny_models import HEAD_PROMPTS, TARGET_SHAPE, write_dflash_gguf, write_eag
 
 PROMPTS = HEAD_PROMPTS[:6]
 
+from script_io import Parser
+
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 RE_STEP = re.compile(r"partial acceptance: (\d+) < (\d+)|accepted (\d+)/(\d+) draft tokens")
@@ -171,7 +173,7 @@ def comparable(steps: list[tuple[int, int, bool]], n: int, draft_max: int) -> in
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--max-tokens", type=int, default=64)
     ap.add_argument("--native-bin", help="llama-speculative-simple (default: $SPECDEC_NATIVE_BIN, else build_native.sh)")
     ap.add_argument("--fixtures", help="folder for the synthetic GGUFs (default: a temporary one)")

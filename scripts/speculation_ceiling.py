@@ -30,7 +30,6 @@ get no logits, as in specdec's loop. No guess is ever wrong there, so no real dr
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -42,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from edit_check import load_items  # noqa: E402
 from free_guesses import guessable, passes  # noqa: E402
-from script_io import by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
+from script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
 from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402
@@ -90,7 +89,7 @@ def main() -> int:
 
 
 def measure() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", help="target GGUF (default: the pinned demo target)")
     ap.add_argument("--sets", default="edit,documents", help="comma-separated bench scenarios and JSONL files")
     ap.add_argument("--ids", help="only these prompt ids (comma-separated)")

@@ -15,7 +15,6 @@ tokens) is measured by wrapping ``Constraint``'s methods, against the time of th
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import jsonschema
+from script_io import Parser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 def main() -> int:
     from native_compare import Server, ServerConfig, _common_server_args, _resolve_models
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     _common_server_args(ap)
     ap.add_argument("--jobs", default=str(ROOT / "scripts" / "structured_jobs.jsonl"))
     ap.add_argument("--rounds", type=int, default=2)
