@@ -37,11 +37,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loop_passes import read_runs  # noqa: E402
-from script_io import Parser, demo_models, one_line_errors, write_json  # noqa: E402
+from loop_passes import read_runs, turn_prompt  # noqa: E402
+from script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.drafters.edits import EditTracker  # noqa: E402
 from specdec_cli.engine.drafters.suffix import OutputPool, SuffixIndex  # noqa: E402
+from specdec_cli.engine.errors import PromptTooLong  # noqa: E402
 from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
 from specdec_cli.engine.llama_model import Model  # noqa: E402
 from specdec_cli.engine.runner import Engine, EngineOptions  # noqa: E402
@@ -157,7 +158,11 @@ def analyse(engine: Engine, draft: Model, runs: list[dict], from_turn: int, ctx_
         for run in runs:
             pool, rules = OutputPool(), EditTracker()
             for r in sorted(run["turns"], key=lambda r: (r["turn"], r["session"])):
-                prompt = engine.tokenize_prompt(engine.render_chat(run["requests"][str(r["session"])][r["turn"]]["messages"]))
+                try:
+                    _, prompt = turn_prompt(engine, run, r)
+                except PromptTooLong as e:  # said with --ctx, not the engine's own context size
+                    raise ValueError(f"session {r['session']}'s turn {r['turn']} has a prompt of {e.needed} tokens, "
+                                     f"more than --ctx {ctx_size}. Pass a larger --ctx.") from None
                 named = copy_tokens(prompt, r["output"], pool, rules)
                 if r["turn"] < from_turn or len(r["output"]) < 2:
                     continue
@@ -205,7 +210,7 @@ def main() -> int:
     ap.add_argument("-t", "--target")
     ap.add_argument("-d", "--draft")
     ap.add_argument("--from-turn", type=int, default=1, metavar="N", help="read turns N and later (0: all)")
-    ap.add_argument("--ctx", type=int, default=4096, help="context of the teacher-forced read")
+    ap.add_argument("--ctx", type=positive, default=4096, help="context of the teacher-forced read")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
 

@@ -110,9 +110,8 @@ class FreeDrafts:
                 key = (r["session"], r["turn"])
                 if any(r["output"] == out for out, _ in self.known.get(key, [])):
                     continue
-                messages = run["requests"][str(r["session"])][r["turn"]]["messages"]
-                text = engine.render_chat(messages)
-                guessed, _ = guessable(engine.target_model, text, engine.tokenize_prompt(text), r["output"])
+                text, prompt = turn_prompt(engine, run, r)
+                guessed, _ = guessable(engine.target_model, text, prompt, r["output"])
                 self.known.setdefault(key, []).append((r["output"], guessed))
         self.turn: dict[int, int] = {}  # session -> the turn it runs: run_loop's, given at install
         self.unreached: dict[tuple[int, int], int] = {}  # turns that left every saved output: tokens after
@@ -145,6 +144,13 @@ class FreeDrafts:
         while len(tokens) < cap and j + len(tokens) < len(output) and guessed[j + len(tokens)]:
             tokens.append(output[j + len(tokens)])
         return Drafted(Proposal(tokens), "free", [], []) if tokens else Drafted.nothing()
+
+
+def turn_prompt(engine: Engine, run: dict, turn: dict) -> tuple[str, list[int]]:
+    """The prompt a saved run's ``turn`` (a row of its "turns") was generated from, as text and tokens:
+    its request's messages, rendered as run_loop submitted them."""
+    text = engine.render_chat(run["requests"][str(turn["session"])][turn["turn"]]["messages"])
+    return text, engine.tokenize_prompt(text)
 
 
 def read_runs(paths: list[str]) -> tuple[list[dict], str | None]:
