@@ -26,6 +26,10 @@ class TemplateNotRendered(Exception):
     """jinja2 could not compile or run the template (not the messages' fault)."""
 
 
+class TemplateRefused(UsageError):
+    """The template refused these messages on purpose (its ``raise_exception``)."""
+
+
 @lru_cache(maxsize=8)
 def _formatter(template: str, bos: str, eos: str, add_generation_prompt: bool):
     import jinja2
@@ -39,16 +43,16 @@ def _formatter(template: str, bos: str, eos: str, add_generation_prompt: bool):
 
 
 def render_jinja(template: str, messages: list[dict], *, bos: str, eos: str,
-                 add_generation_prompt: bool = True) -> str:
+                 add_generation_prompt: bool = True, tools: list[dict] | None = None) -> str:
     """``messages`` (role and content strings) through ``template``; TemplateNotRendered where
     jinja2 cannot, a UsageError where the template refuses the messages."""
     import jinja2
 
     fmt = _formatter(template, bos, eos, add_generation_prompt)
     try:
-        return fmt(messages=messages).prompt
+        return fmt(messages=messages, tools=tools).prompt
     except ValueError as e:  # the template's own raise_exception: it refuses these messages
-        raise UsageError(f"the model's chat template refuses these messages: {e}",
+        raise TemplateRefused(f"the model's chat template refuses these messages: {e}",
                          hint="check the roles and their order (most templates want user and "
                               "assistant turns to alternate, a system message first)") from None
     except (jinja2.TemplateError, TypeError, AttributeError, KeyError, IndexError) as e:
@@ -56,9 +60,14 @@ def render_jinja(template: str, messages: list[dict], *, bos: str, eos: str,
 
 
 def render(template: str, messages: list[dict], *, bos: str, eos: str, add_generation_prompt: bool,
-           builtin: Callable[[], str]) -> str:
-    """The Jinja rendering, else ``builtin()`` (llama.cpp's built-in format for the template)."""
+           builtin: Callable[[], str], tools: list[dict] | None = None) -> str:
+    """The Jinja rendering, else ``builtin()`` (llama.cpp's built-in format for the template,
+    which knows no tools: a conversation with tools or tool calls must render in Jinja)."""
     try:
-        return render_jinja(template, messages, bos=bos, eos=eos, add_generation_prompt=add_generation_prompt)
-    except TemplateNotRendered:
+        return render_jinja(template, messages, bos=bos, eos=eos, add_generation_prompt=add_generation_prompt,
+                            tools=tools)
+    except TemplateNotRendered as exc:
+        if tools or any(m.get("tool_calls") or m["role"] == "tool" for m in messages):
+            raise UsageError(f"the model's chat template cannot be rendered with tools ({exc})",
+                             hint="send the conversation without tools") from None
         return builtin()

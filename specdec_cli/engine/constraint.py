@@ -22,6 +22,7 @@ llama.cpp's ``llama_tokenize``), so a ``Constraint`` must not outlive its model.
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ class ConstraintViolation(RuntimeError):
 # --- tokenizers ------------------------------------------------------------------------------
 
 _TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TOKENIZERS_LOCK = threading.Lock()  # the server builds one off the engine's thread
 
 
 def tokenizer_for(model) -> LLTokenizer:
@@ -78,6 +80,11 @@ def tokenizer_for(model) -> LLTokenizer:
     """
     if not getattr(model, "_ptr", None):
         raise ValueError("tokenizer_for: the model is closed")
+    with _TOKENIZERS_LOCK:
+        return _tokenizer_for(model)
+
+
+def _tokenizer_for(model) -> LLTokenizer:
     tok = _TOKENIZERS.get(model)
     if tok is None:
         from llguidance.llamacpp import lltokenizer_from_vocab
@@ -313,6 +320,15 @@ class Constraint:
         """Back to the start, for a new prompt."""
         if not self._matcher.reset():
             raise ConstraintViolation(f"reset failed: {self.error()}")
+
+
+def through_end(tokens: list[int], is_eog) -> list[int]:
+    """``tokens`` up to and including the first end of generation: what a grammar consumes of a
+    verified pass (a draft may run past the end, and the target's token after it is never kept)."""
+    for i, t in enumerate(tokens):
+        if is_eog(t):
+            return tokens[: i + 1]
+    return tokens
 
 
 def apply_mask(logits: np.ndarray, allowed: np.ndarray) -> None:

@@ -50,6 +50,7 @@ class Model(FreedOnCollect):
         self.mtp_loaded = bool(load_mtp) and self.n_nextn > 0
         self._eog: dict[int, bool] = {}
         self._pieces: dict[int, bytes] = {}
+        self._controls: dict[str, int] | None = None
 
     # --- vocabulary -------------------------------------------------------------------------
     def is_eog(self, token: int) -> bool:
@@ -74,19 +75,48 @@ class Model(FreedOnCollect):
         return list(buf[:n])
 
     def piece(self, token: int) -> bytes:
-        """The bytes a token renders as (special tokens render empty), cached per token."""
+        """The bytes a token renders as (control tokens render empty), cached per token."""
         cached = self._pieces.get(token)
-        if cached is not None:
-            return cached
+        if cached is None:
+            cached = self._pieces[token] = self._to_piece(token, special=False)
+        return cached
+
+    def piece_showing(self, shown: frozenset[int]):
+        """``piece``, except that the control tokens of ``shown`` render as their text (a tool-call
+        family's markers, which its parser reads in the reply's text)."""
+        if not shown:
+            return self.piece
+        texts = {t: self._to_piece(t, special=True) for t in shown}
+        return lambda t: texts[t] if t in texts else self.piece(t)
+
+    def _to_piece(self, token: int, *, special: bool) -> bytes:
         ll = bindings()
         buf = ctypes.create_string_buffer(64)
-        n = ll.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        n = ll.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
         if n < 0:
             buf = ctypes.create_string_buffer(-n)
-            n = ll.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
-        out = buf.raw[: max(n, 0)]
-        self._pieces[token] = out
-        return out
+            n = ll.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
+        return buf.raw[: max(n, 0)]
+
+    def control_tokens(self) -> dict[str, int]:
+        """The vocabulary's control (and unknown) tokens by text: what ``tokenize`` with special
+        tokens parsed turns text into; read once per model."""
+        if self._controls is None:
+            ll = bindings()
+            kinds = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_UNKNOWN
+            found: dict[str, int] = {}
+            for t in range(self.n_vocab):
+                if ll.llama_vocab_get_attr(self._vocab, t) & kinds:
+                    text = self.token_text(t)
+                    if text:
+                        found.setdefault(text, t)
+            self._controls = found
+        return self._controls
+
+    @property
+    def adds_bos(self) -> bool:
+        """Whether tokenizing with ``add_special`` puts the BOS token first."""
+        return bool(bindings().llama_vocab_get_add_bos(self._vocab)) and self.bos >= 0
 
     def token_text(self, token: int) -> str:
         return bindings().llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
@@ -115,21 +145,29 @@ class Model(FreedOnCollect):
         return int(ext("llama_model_dflash_selector_top_k")(self._ptr))
 
     # --- chat -------------------------------------------------------------------------------
-    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True) -> str:
+    def chat_template(self) -> str | None:
+        """The chat template's Jinja source, None when the GGUF has none."""
+        tmpl = bindings().llama_model_chat_template(self._ptr, None)
+        return tmpl.decode("utf-8", errors="replace") if tmpl else None
+
+    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None) -> str:
         """Render messages with the model's own template: its Jinja, as llama-server does
-        (``chat_template.py`` says why), else llama.cpp's built-in format for it."""
-        ll = bindings()
-        tmpl = ll.llama_model_chat_template(self._ptr, None)
-        if not tmpl:
+        (``chat_template.py`` says why), else llama.cpp's built-in format for it. ``tools``
+        (OpenAI's shape) and the messages' tool calls reach the template as they are."""
+        tmpl = self.chat_template()
+        if tmpl is None:
             raise UsageError(
                 f"{self.path.name} has no chat template",
                 hint="drop --chat and pass the raw prompt",
             )
-        plain = [{"role": m["role"], "content": str(m["content"])} for m in messages]
+        full = [{**m, "content": "" if m.get("content") is None else str(m["content"])} for m in messages]
+        plain = [{"role": m["role"], "content": m["content"]} for m in full]
         special = lambda t: self.token_text(t) if t >= 0 else ""  # noqa: E731
-        return render(tmpl.decode("utf-8", errors="replace"), plain, bos=special(self.bos),
-                      eos=special(int(ll.llama_vocab_eos(self._vocab))), add_generation_prompt=add_generation_prompt,
-                      builtin=lambda: self._builtin_chat(tmpl, plain, add_generation_prompt))
+        ll = bindings()
+        return render(tmpl, full, bos=special(self.bos), eos=special(int(ll.llama_vocab_eos(self._vocab))),
+                      add_generation_prompt=add_generation_prompt, tools=tools,
+                      builtin=lambda: self._builtin_chat(tmpl.encode(), plain, add_generation_prompt))
 
     def _builtin_chat(self, tmpl: bytes, messages: list[dict], add_generation_prompt: bool) -> str:
         """llama.cpp's built-in format for the template (``llama_chat_apply_template``)."""

@@ -18,6 +18,7 @@ class Result:
     trace: list[TracePoint] | None = None
     verify: str = "greedy"  # the rule this generation used: greedy, match or exact
     cost_model: dict | None = None  # the costs auto decided with (None for other methods)
+    logprobs: list | None = None  # each output token's ``TokenLogprob``, when asked (``GenOptions.logprobs``)
 
     @property
     def interrupted(self) -> bool:

@@ -7,19 +7,18 @@ and contexts, turns a prompt into tokens (with the chat template when asked), dr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import SpecdecError, UsageError
 from ..models.memory_kinds import Rollback, snapshots_for
 from ..models.methods import Method
 from ..terminal.textstream import Segment, TextStream
-from . import costmodel
+from .chat_prompt import chat_tokens
 from .constraint import Constraint, tokenizer_for
 from .costmodel import CostModel
-from .drafters.auto import AutoDrafter, could_pay
+from .drafters.auto import AutoDrafter
 from .drafters.base import Drafter
 from .drafters.dflash import DFlashDrafter
 from .drafters.eagle3 import Eagle3Drafter
@@ -27,69 +26,22 @@ from .drafters.model import ModelDrafter
 from .drafters.model_batch import BatchModelDrafter
 from .drafters.mtp import MtpDrafter
 from .drafters.ngram import NgramDrafter
+from .engine_costs import EngineCosts
 from .errors import ContextFull, PromptTooLong
-from .llama import default_threads
 from .llama_context import Context, ContextParams
 from .llama_model import Model
+from .options import DraftOptions, EngineOptions, GenOptions
 from .result import Result
 from .rollback import CacheRollback
 from .scheduler import Job, Scheduler
 from .session import Session, TracePoint
-from .verify import Sampler, SamplingParams, make_verifier, resolve_verify, verify_mode
+from .verify import Sampler, make_verifier, resolve_verify
 
 DRAFT_METHODS = Method.with_draft_file()  # the methods that load a draft GGUF
 AUTO_DRAFT_MAX = 32  # auto's longest draft when --draft-max is not given: the policy picks per step
 
 
-@dataclass
-class EngineOptions:
-    n_ctx: int = 4096
-    n_batch: int = 512
-    threads: int | None = None
-    gpu_layers: int = 0  # -1 = all
-    gpu_layers_draft: int | None = None  # None = same as the target
-    flash_attn: str = "auto"
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
-    verbose: bool = False
-    # take rejected drafts back with llama.cpp's recurrent-state snapshots where it offers them;
-    # False checkpoints instead (as llama.cpp's speculative-simple does for a classic draft)
-    snapshots: bool = True
-    # sequences decoded at once (``run_many``): the target's context then holds n_seq sequences of
-    # n_ctx positions each in one unified cache, and so does the draft's
-    n_seq: int = 1
-
-
-@dataclass
-class DraftOptions:
-    """Draft settings; the defaults apply when neither a flag nor the registry entry sets them.
-
-    Measured on the Qwen2.5-Coder 1.5B/0.5B pair on 2 CPU cores (README, "Choosing draft
-    settings"): short drafts cut by a confidence threshold lose least where verifying costs
-    nearly as much per token as decoding; on GPUs longer drafts pay, so tune with your models.
-    """
-
-    draft_max: int = 4
-    draft_min: int = 0  # greedy proposals only: dropping a short *sampled* proposal would bias the rest
-    p_min: float = 0.5
-
-
-@dataclass
-class GenOptions:
-    """One generation's settings. ``verify``: the rule that keeps draft tokens at temperature > 0,
-    "auto", "exact" or "match" (what each does: ``verify.py``'s module docstring)."""
-
-    max_tokens: int = 256
-    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temp=0.0))
-    stop: list[str] = field(default_factory=list)
-    verify: str = "auto"
-    grammar: object | None = None  # a compiled constraint (``constraint.compile_constraint``): output obeys it
-
-    def __post_init__(self) -> None:
-        self.verify = verify_mode(self.verify).value
-
-
-class Engine:
+class Engine(EngineCosts):
     """A loaded target (+ draft) pair, reusable across prompts."""
 
     def __init__(
@@ -182,25 +134,6 @@ class Engine:
             self.draft_left_out = False
             self.drafters["auto"].attach(self._load_draft("draft"))
 
-    def _settle_draft(self) -> None:
-        """Auto's draft model, once the costs are known: loaded, unless the curve of this pair on
-        this machine says it cannot beat plain decoding even at ``MODEL_LIVE_ACCEPT`` per position
-        (on 2 CPU cores a 0.5B draft token costs 0.6 of a 1.5B target's step). Loading it anyway
-        cost a second and a half before the first token (its load, its cost check) for a model
-        auto never asks. With no measured draft cost yet it loads, and is measured."""
-        if not self._draft_pending:
-            return
-        c = self.costs
-        if "draft" in c.drafts and not could_pay(c, "draft", self.draft_options.draft_max):
-            if not self.draft_left_out and self.note:
-                share = c.draft_seconds("draft") / c.step_seconds()
-                self.note(f"the draft {self.draft_path.name} is not loaded: on this machine a draft token costs "
-                          f"{share:.2f} of a target step, more than drafting with it can save (measured earlier; "
-                          "--method draft forces it)")
-            self.draft_left_out = True  # until costs on which it could pay are set (``set_costs``)
-            return
-        self._draft_by_name()
-
     def _target_rollback(self) -> CacheRollback:
         """How the target's memory takes a rejected draft back, probed as llama.cpp does."""
         kind = self.target_ctx.probe_rollback()
@@ -213,68 +146,6 @@ class Engine:
                 self.warn(f"{name} keeps no memory that can drop positions: running the target alone")
             self.method = None
         return CacheRollback(self.target_ctx, kind)
-
-    # --- the cost model ----------------------------------------------------------------------
-    def _cost_key(self, path: Path, ngl: int) -> str:
-        o = self.options
-        extra = f"fa-{o.flash_attn}|k-{o.cache_type_k}|v-{o.cache_type_v}|b{o.n_batch}"
-        if self.draft_path is not None:  # loaded, or left out by auto: its measured cost is in this entry
-            d = self.draft_path
-            extra += f"|draft-{d.name}:{d.stat().st_size}"
-        if "mtp" in self.drafters:
-            extra += "|mtp"
-        if o.n_seq > 1:  # many sequences per pass: their passes cost more per token than one sequence's
-            extra += f"|seqs{o.n_seq}"
-        return costmodel.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
-                                   device=costmodel.device_name(ngl), extra=extra)
-
-    def ensure_costs(self) -> CostModel:
-        """The cost model, calibrated (or read from the cache) the first time it is needed."""
-        if self._costs_ready:
-            return self.costs
-        self._costs_ready = True
-        key = self._cost_key(self.target_model.path, self.options.gpu_layers)
-        cached = costmodel.load_cached(key, self.warn)
-        c = self.costs
-        tok = max(0, self.target_model.bos)
-        # one sequence: the check would cost as long as a short answer takes; many (a batch, a
-        # server): it is a fraction of a second of a long run, and the curve learned at their
-        # depths is checked as before
-        if cached is not None and self.options.n_seq == 1 and cached.checked_recently():
-            c.adopt(cached)
-        else:
-            # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
-            fresh = costmodel.recheck(self.target_ctx, tok, cached) if cached is not None else None
-            if fresh is not None:
-                c.adopt(cached)
-                for b, sec in fresh.items():
-                    c.observe_pass(b, sec)
-            else:
-                for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
-                    c.observe_pass(b, sec)
-                if cached is not None:
-                    c.carry_drafts(cached)
-                c.source = "calibrated"
-            c.checked_at = time.time()
-        if self.options.n_seq > 1:  # how many sequences pay at once is read off sizes up to n_seq; the
-            # larger passes (drafts on top, prompts riding along) are timed as the run makes them
-            missing = [b for b in costmodel.BATCH_SIZES if b <= self.options.n_seq and b not in c.sizes()]
-            for b, sec in costmodel.calibrate(self.target_ctx, tok, missing).items():
-                c.observe_pass(b, sec)
-        self._settle_draft()
-        if self.draft_ctx is not None and "draft" in self.drafters and "draft" not in c.drafts:
-            c.observe_draft("draft", 1, costmodel.calibrate_draft(self.draft_ctx, tok))
-        return c
-
-    def set_costs(self, model: CostModel) -> None:
-        """Decide with ``model`` instead of measuring (an injected curve: tests, what-ifs); not cached."""
-        self.costs.adopt(model)
-        self._costs_ready = True
-        self._settle_draft()
-
-    def save_costs(self) -> None:
-        if self._costs_ready and not self.costs.frozen:
-            costmodel.save_cached(self._cost_key(self.target_model.path, self.options.gpu_layers), self.costs, self.warn)
 
     def _make_drafter(self, kind: str, warn) -> Drafter:
         d = self.draft_options
@@ -343,6 +214,10 @@ class Engine:
     def render_chat(self, messages: list[dict]) -> str:
         return self.target_model.apply_chat_template(messages, add_generation_prompt=True)
 
+    def chat_prompt(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """A conversation's prompt tokens, its contents tokenized as text (``chat_prompt.py``)."""
+        return chat_tokens(self.target_model, messages, tools, n_ctx=self.n_ctx_seq)
+
     def tokenize_prompt(self, text: str) -> list[int]:
         """Tokens of a prompt; the BOS is not doubled when a chat template already wrote it."""
         m = self.target_model
@@ -410,7 +285,7 @@ class Engine:
         """Generate from ``prompt_tokens``; ``on_text`` receives text as soon as it is final."""
         points: list[TracePoint] | None = [] if trace else None
         session = self.session(gen, use_draft=use_draft, trace=points, method=method)
-        stream = TextStream(self.target_model.piece, gen.stop)
+        stream = TextStream(self.target_model.piece_showing(gen.shown), gen.stop)
         tokens: list[int] = []
         steps = session.run(prompt_tokens, gen.max_tokens)
         try:

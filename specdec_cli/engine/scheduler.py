@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
-from ..terminal.textstream import Segment, TextStream
-from .constraint import PassMasks
+from ..terminal.textstream import TextStream
+from .constraint import PassMasks, through_end
 from .drafters.auto import Hindsight
 from .drafters.edits import EditTracker
 from .drafters.model_batch import BatchModelDrafter
 from .drafters.ngram import NgramDrafter
 from .drafters.suffix import OutputPool, SuffixIndex
 from .errors import ContextFull
+from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
+from .logprobs import logprobs_of
 from .pass_drafts import Drafted, PassDrafter
 from .result import Result
 from .session import Session
@@ -48,87 +49,6 @@ from .verify import Sampler, SamplingParams, make_verifier, resolve_verify
 
 SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
 RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
-
-
-def cells_for(lengths: list[int], n_seq: int, n_ctx: int) -> int:
-    """The cells a unified cache of ``n_seq`` sequences needs for jobs whose prompt plus output
-    budget is ``lengths`` (each within ``n_ctx``): a sequence holds one job's tokens at a time (a
-    finished job's cells stay until its sequence takes the next one, and shared prefixes are
-    stored once), and drafts never go past a job's budget, so the ``n_seq`` longest bound it."""
-    longest = sorted((min(n, n_ctx) for n in lengths), reverse=True)[: max(1, n_seq)]
-    return max(1, sum(longest))
-
-
-@dataclass
-class Job:
-    """One prompt: its place in the input, its tokens and its own sampling seed; for a server,
-    its own settings, a callback for its text and a flag that cancels it."""
-
-    index: int
-    prompt: list[int]
-    seed: int | None = None
-    gen: object | None = None  # a GenOptions; None: the scheduler's
-    on_text: Callable[[list[Segment]], None] | None = None  # called on the engine's thread
-    cancelled: bool = False  # set from any thread; the job ends at the next step ("cancelled")
-
-
-@dataclass
-class RunStats:
-    """What a run of many prompts did, over all its passes: the stderr summary, the metrics."""
-
-    n_jobs: int = 0
-    n_passes: int = 0
-    n_generated: int = 0
-    n_prompt: int = 0
-    n_prompt_reused: int = 0
-    seconds: float = 0.0  # wall time of the passes and what is done between them
-    seq_passes: int = 0  # sum over passes of the sequences decoding in them
-    n_filler: int = 0  # tokens that ran passes at a cheaper size (``CostModel.pass_size``), dropped after them
-    n_parallel: int = 0
-    by_drafter: dict[str, int] = field(default_factory=dict)  # sequence-passes per proposer
-    drafted: dict[str, int] = field(default_factory=dict)  # draft tokens per proposer
-    accepted: dict[str, int] = field(default_factory=dict)  # of those, kept
-
-    @property
-    def tokens_per_second(self) -> float | None:
-        return self.n_generated / self.seconds if self.seconds > 0 else None
-
-    @property
-    def mean_sequences(self) -> float | None:
-        return self.seq_passes / self.n_passes if self.n_passes else None
-
-    def summary(self, method: str | None) -> str:
-        parts = [f"generated {self.n_generated} tok", f"{self.tokens_per_second or 0:.2f} tok/s",
-                 f"{self.n_parallel} at once", f"{self.mean_sequences or 0:.2f} seq/pass"]
-        if self.n_filler:
-            parts.append(f"{self.n_filler} filler tok")
-        total = sum(self.by_drafter.values())
-        if method and total:
-            order = sorted(self.by_drafter.items(), key=lambda kv: (kv[0] == "none", -kv[1]))
-            parts.append(f"{method}: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in order))
-        return " | ".join(parts)
-
-
-class _Slot:
-    """One sequence of the target context and the job it runs (or last ran: its cells stay)."""
-
-    def __init__(self, seq: int):
-        self.seq = seq
-        self.job: Job | None = None
-        self.tokens: list[int] = []  # prompt + output; the cells hold tokens[:n_cached]
-        self.n_cached = 0
-        self.n_prompt = 0
-        self.last_used = 0.0  # when its last job ended: the least recently used is reused first
-        self.wait: tuple[_Slot, int] | None = None  # (slot, n): share its first n cells once computed
-
-    @property
-    def unread(self) -> int:
-        """Prompt tokens still to read; the last is evaluated by the first decoding pass."""
-        return len(self.tokens) - 1 - self.n_cached
-
-    @property
-    def decoding(self) -> bool:
-        return self.unread == 0
 
 
 class Scheduler:
@@ -151,7 +71,6 @@ class Scheduler:
         self.ctx_seq = engine.n_ctx_seq  # one sequence's context: --ctx
         self.draft_max = engine.draft_options.draft_max
         self.is_eog = engine.target_model.is_eog
-        self.piece = engine.target_model.piece
         auto = engine.drafters.get("auto") if method == "auto" else None
         if auto is not None:
             engine.ensure_costs()  # which loads auto's draft model if it could pay
@@ -164,7 +83,7 @@ class Scheduler:
         self.pool = OutputPool()
         self.edit_rules = EditTracker()  # edits learned in one sequence apply in the others
         self.stats = RunStats(n_parallel=self.n_parallel)
-        self.slots: list[_Slot] = []
+        self.slots: list[SeqSlot] = []
         self.waiting: deque[Job] = deque()
         self._ride_steps = 0  # steps that could ride (``_rides``)
 
@@ -176,7 +95,7 @@ class Scheduler:
             self.model.reset()
         for d in self.engine.drafters.values():
             d.set_active(d is self.auto)
-        self.slots = [_Slot(i) for i in range(self.ctx.params.n_seq_max)]
+        self.slots = [SeqSlot(i) for i in range(self.ctx.params.n_seq_max)]
         self.waiting.clear()
 
     def submit(self, job: Job) -> None:
@@ -221,7 +140,7 @@ class Scheduler:
         dec = [s for s in dec if s.job is not None]
         return done + self._pass(dec, pre)
 
-    def _rides(self, pre: list[_Slot]) -> bool:
+    def _rides(self, pre: list[SeqSlot]) -> bool:
         """Whether this step's decoding sequences ride in the pass that reads the prompts of
         ``pre``, or run in a pass of their own after it: as the cost model has measured riding
         against running apart at about that pass's size (``CostModel.observe_ride``), one step
@@ -235,7 +154,7 @@ class Scheduler:
         return self.costs.rides(n_dec + min(pending, self.ctx.n_batch - n_dec)) or \
             self._ride_steps % RIDE_EXPLORE == 0
 
-    def _pass(self, dec: list[_Slot], pre: list[_Slot]) -> list[tuple[Job, Result]]:
+    def _pass(self, dec: list[SeqSlot], pre: list[SeqSlot]) -> list[tuple[Job, Result]]:
         """One target pass over the decoding sequences ``dec`` (with their drafts) and chunks of
         the prompts of ``pre``; the jobs that ended in it."""
         done: list[tuple[Job, Result]] = []
@@ -255,7 +174,8 @@ class Scheduler:
             base.append(len(toks))
             m = PassMasks.along(s.constraint, d.proposal.tokens) if s.constraint is not None else None
             masks.append(m)
-            wanted = m.wanted() if m is not None else None
+            # rows the grammar decides alone need no logits, unless their log-probabilities are asked
+            wanted = m.wanted() if m is not None and s.gen.logprobs is None else None
             for i, t in enumerate([s.tokens[-1], *d.proposal.tokens]):
                 toks.append(t)
                 pos.append(s.n_cached + i)
@@ -263,8 +183,8 @@ class Scheduler:
                 outs.append(wanted is None or wanted[i])
         n_decoding = len(toks)  # rows of the decoding sequences
         room = self.ctx.n_batch - len(toks)
-        chunks: list[tuple[_Slot, int]] = []
-        firsts: list[tuple[_Slot, int]] = []  # prompts read to the end in this pass: their first token too
+        chunks: list[tuple[SeqSlot, int]] = []
+        firsts: list[tuple[SeqSlot, int]] = []  # prompts read to the end in this pass: their first token too
         n_out = len(toks)  # every decoding token has its logits row
         for s in pre:
             take = min(room, s.unread)
@@ -316,7 +236,7 @@ class Scheduler:
                 done.append(ended)
         return done
 
-    def _caps(self, dec: list[_Slot], pre: list[_Slot], reserve: int) -> list[int]:
+    def _caps(self, dec: list[SeqSlot], pre: list[SeqSlot], reserve: int) -> list[int]:
         """The longest draft each decoding sequence may send: its budget and context, and all of them
         within the outputs and tokens one pass takes, leaving ``reserve`` tokens of it to prompts
         still being read (drafts never starve a prefill). Under ``first_tokens_first``, none
@@ -376,7 +296,7 @@ class Scheduler:
                         slot.stats.prompt_seconds = time.perf_counter() - slot.t_admit
                 slot.wait = None
 
-    def _start(self, slot: _Slot, job: Job, reused: int) -> None:
+    def _start(self, slot: SeqSlot, job: Job, reused: int) -> None:
         gen = job.gen or self.gen
         slot.job, slot.gen, slot.wait = job, gen, None
         slot.tokens = list(job.prompt)
@@ -385,7 +305,8 @@ class Scheduler:
         slot.t_admit = time.perf_counter()
         slot.t_decode = None
         slot.output = []
-        slot.stream = TextStream(self.piece, gen.stop)
+        slot.logprobs = [] if gen.logprobs is not None else None
+        slot.stream = TextStream(self.engine.target_model.piece_showing(gen.shown), gen.stop)
         slot.constraint = self.engine.constraint(gen.grammar) if gen.grammar is not None else None
         # under a grammar every draft is greedy (a point mass), so the exact rule needs no masked q
         sampled = self.model is not None and slot.constraint is None
@@ -412,7 +333,7 @@ class Scheduler:
             slot.ngram.begin(job.prompt)
 
     # --- verification and the end of a job ----------------------------------------------------
-    def _verify(self, s: _Slot, d: Drafted, base: int, dt: float, draft_share: float,
+    def _verify(self, s: SeqSlot, d: Drafted, base: int, dt: float, draft_share: float,
                 masks: PassMasks | None = None):
         """``masks``: the grammar's over the pass's rows of ``s``, taken before the pass (for a
         sequence whose prompt ended in it, here)."""
@@ -445,11 +366,16 @@ class Scheduler:
             run.accepted[d.source] = run.accepted.get(d.source, 0) + n_kept
         emit, reason = Session._cut(accepted, s.gen.max_tokens - len(s.output), self.is_eog)
         if s.constraint is not None:
-            s.constraint.consume(accepted)
+            s.constraint.consume(through_end(accepted, self.is_eog))
             if s.constraint.is_stopped() or (reason == "eog" and s.constraint.is_accepting()):
                 reason = "grammar"
         s.tokens.extend(accepted)
         s.output.extend(emit)
+        if s.logprobs is not None and emit:
+            got = logprobs_of(lambda i: ctx.logits(base + i), emit, s.gen.logprobs)
+            s.logprobs += got
+            if s.job.on_logprobs is not None:
+                s.job.on_logprobs(got)
         st.n_generated += len(emit)
         if st.first_token_seconds is None:
             st.first_token_seconds = time.perf_counter() - s.t_admit
@@ -473,7 +399,7 @@ class Scheduler:
                                                            stop_reason="cancelled"))))
         return done
 
-    def _finish(self, s: _Slot, reason: str) -> tuple[Job, Result]:
+    def _finish(self, s: SeqSlot, reason: str) -> tuple[Job, Result]:
         job, st = s.job, s.stats
         st.stop_reason = reason
         now = time.perf_counter()
@@ -490,6 +416,7 @@ class Scheduler:
         run.n_prompt_reused += st.n_prompt_reused
         result = Result(
             text=s.stream.text, prompt_tokens=list(job.prompt), tokens=list(s.output), stats=st, seed=job.seed,
+            logprobs=s.logprobs,
             verify=s.verifier.rule, cost_model=self.engine.costs.to_dict() if self.method == "auto" else None,
         )
         s.job, s.wait, s.last_used = None, None, now  # the cells stay for a later prompt that shares them

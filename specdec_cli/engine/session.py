@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.memory_kinds import Rollback
-from .constraint import PassMasks, draft_under
+from .constraint import PassMasks, draft_under, through_end
 from .costmodel import CostModel
 from .drafters.base import Drafter
 from .llama_context import Context
@@ -198,7 +198,7 @@ class Session:
                         st.n_replayed += len(replay)
                 emit, reason = self._cut(accepted, max_tokens - st.n_generated, is_eog)
                 if cons is not None:
-                    cons.consume(accepted)
+                    cons.consume(through_end(accepted, is_eog))
                     if cons.is_stopped() or (reason == "eog" and cons.is_accepting()):
                         reason = "grammar"
                 history.extend(accepted)

@@ -1,0 +1,93 @@
+"""What the scheduler runs and keeps per job: a ``Job`` (one prompt and its settings), the
+``SeqSlot`` (a sequence of the target context and the job it runs), a run's ``RunStats``, and
+``cells_for``, the cache a set of jobs needs. The passes themselves are ``scheduler.py``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..terminal.textstream import Segment
+
+
+def cells_for(lengths: list[int], n_seq: int, n_ctx: int) -> int:
+    """The cells a unified cache of ``n_seq`` sequences needs for jobs whose prompt plus output
+    budget is ``lengths`` (each within ``n_ctx``): a sequence holds one job's tokens at a time (a
+    finished job's cells stay until its sequence takes the next one, and shared prefixes are
+    stored once), and drafts never go past a job's budget, so the ``n_seq`` longest bound it."""
+    longest = sorted((min(n, n_ctx) for n in lengths), reverse=True)[: max(1, n_seq)]
+    return max(1, sum(longest))
+
+
+@dataclass
+class Job:
+    """One prompt: its place in the input, its tokens and its own sampling seed; for a server,
+    its own settings, a callback for its text and a flag that cancels it."""
+
+    index: int
+    prompt: list[int]
+    seed: int | None = None
+    gen: object | None = None  # a GenOptions; None: the scheduler's
+    on_text: Callable[[list[Segment]], None] | None = None  # called on the engine's thread
+    on_logprobs: Callable[[list], None] | None = None  # each pass's kept tokens' ``TokenLogprob``s (gen.logprobs)
+    cancelled: bool = False  # set from any thread; the job ends at the next step ("cancelled")
+
+
+@dataclass
+class RunStats:
+    """What a run of many prompts did, over all its passes: the stderr summary, the metrics."""
+
+    n_jobs: int = 0
+    n_passes: int = 0
+    n_generated: int = 0
+    n_prompt: int = 0
+    n_prompt_reused: int = 0
+    seconds: float = 0.0  # wall time of the passes and what is done between them
+    seq_passes: int = 0  # sum over passes of the sequences decoding in them
+    n_filler: int = 0  # tokens that ran passes at a cheaper size (``CostModel.pass_size``), dropped after them
+    n_parallel: int = 0
+    by_drafter: dict[str, int] = field(default_factory=dict)  # sequence-passes per proposer
+    drafted: dict[str, int] = field(default_factory=dict)  # draft tokens per proposer
+    accepted: dict[str, int] = field(default_factory=dict)  # of those, kept
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return self.n_generated / self.seconds if self.seconds > 0 else None
+
+    @property
+    def mean_sequences(self) -> float | None:
+        return self.seq_passes / self.n_passes if self.n_passes else None
+
+    def summary(self, method: str | None) -> str:
+        parts = [f"generated {self.n_generated} tok", f"{self.tokens_per_second or 0:.2f} tok/s",
+                 f"{self.n_parallel} at once", f"{self.mean_sequences or 0:.2f} seq/pass"]
+        if self.n_filler:
+            parts.append(f"{self.n_filler} filler tok")
+        total = sum(self.by_drafter.values())
+        if method and total:
+            order = sorted(self.by_drafter.items(), key=lambda kv: (kv[0] == "none", -kv[1]))
+            parts.append(f"{method}: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in order))
+        return " | ".join(parts)
+
+
+class SeqSlot:
+    """One sequence of the target context and the job it runs (or last ran: its cells stay)."""
+
+    def __init__(self, seq: int):
+        self.seq = seq
+        self.job: Job | None = None
+        self.tokens: list[int] = []  # prompt + output; the cells hold tokens[:n_cached]
+        self.n_cached = 0
+        self.n_prompt = 0
+        self.last_used = 0.0  # when its last job ended: the least recently used is reused first
+        self.wait: tuple[SeqSlot, int] | None = None  # (slot, n): share its first n cells once computed
+
+    @property
+    def unread(self) -> int:
+        """Prompt tokens still to read; the last is evaluated by the first decoding pass."""
+        return len(self.tokens) - 1 - self.n_cached
+
+    @property
+    def decoding(self) -> bool:
+        return self.unread == 0
