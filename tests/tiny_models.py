@@ -30,6 +30,8 @@ __all__ = [
     "vocab_tokens",
     "tiny_target",
     "tiny_draft",
+    "tiny_tool_target",
+    "tiny_tool_draft",
     "tiny_other_vocab",
     "tiny_big_draft",
     "tiny_pair_dir",
@@ -165,6 +167,7 @@ def write_llama_gguf(
     size_label: str | None = None,
     arch: str = "llama",
     focus: int = 0,
+    chat_template: str = CHATML_TEMPLATE,
 ) -> Path:
     """Write a llama- (or qwen3-) architecture GGUF with random f32 weights and a small SPM vocab.
 
@@ -194,7 +197,7 @@ def write_llama_gguf(
         _add_shape(w, n_ctx_train=n_ctx_train, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff,
                    n_head=n_head, n_head_kv=n_head_kv)
         _add_vocab(w, texts, scores, types)
-        w.add_chat_template(CHATML_TEMPLATE)
+        w.add_chat_template(chat_template)
 
         for tname, arr in tensors:
             w.add_tensor(tname, arr)
@@ -481,6 +484,25 @@ def tiny_target(tmp_path_factory) -> Path:
     """The target: 4 layers x 128 wide, base vocab."""
     d = tmp_path_factory.mktemp("tiny_target")
     return write_llama_gguf(d / "tiny-target-f32.gguf", **TARGET_SHAPE, seed=1, name="tiny-target")
+
+
+TEMPLATES = Path(__file__).parent / "chat_templates"
+
+
+@pytest.fixture(scope="session")
+def tiny_tool_target(tmp_path_factory) -> Path:
+    """The tiny target with Qwen2.5's chat template: tools rendered, calls in ``<tool_call>`` tags."""
+    path = tmp_path_factory.mktemp("tools") / "tiny-tool-target-f32.gguf"
+    return write_llama_gguf(path, **TARGET_SHAPE, seed=1, name="tiny-target",
+                            chat_template=(TEMPLATES / "qwen2.5.jinja").read_text())
+
+
+@pytest.fixture(scope="session")
+def tiny_tool_draft(tmp_path_factory) -> Path:
+    """The tiny draft, with the same template as ``tiny_tool_target``."""
+    path = tmp_path_factory.mktemp("tools") / "tiny-tool-draft-f32.gguf"
+    return write_llama_gguf(path, **DRAFT_SHAPE, seed=2, name="tiny-draft",
+                            chat_template=(TEMPLATES / "qwen2.5.jinja").read_text())
 
 
 @pytest.fixture(scope="session")

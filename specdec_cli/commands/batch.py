@@ -48,7 +48,7 @@ def job_seed(seed: int | None, index: int) -> int | None:
 
 
 def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, req,
-              meta: dict, n_seq: int, grammars: list | None = None) -> int:
+              meta: dict, n_seq: int, grammars: list | None = None, turns: list | None = None) -> int:
     """Decode every prompt (``prompts[i]``: item i's tokens), write its line in input order,
     summarise on stderr; the exit code.
     ``grammars[i]``: prompt i's compiled constraint (its own, or the run's), None for none; a
@@ -58,9 +58,11 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     from ..engine.stats import GenerationStats
 
     grammars = grammars or [None] * len(items)
+    turns = turns or [None] * len(items)
     jobs = [Job(i, tokens, job_seed(gen.sampling.seed, i),
-                gen=replace(gen, grammar=g) if g is not gen.grammar else None)
-            for i, (tokens, g) in enumerate(zip(prompts, grammars))]
+                gen=replace(gen, grammar=g, shown=t.shown if t is not None else frozenset())
+                if g is not gen.grammar else None)
+            for i, (tokens, g, t) in enumerate(zip(prompts, grammars, turns))]
     method = engine.method
     parallel = 1
     if n_seq > 1 and engine.batch_support(method) is None:
@@ -77,7 +79,7 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     def write(i: int) -> None:
         """One whole line; a signal waits until it is written and counted."""
         with interrupts.native():
-            _write(i, items[i], done[i], {**meta, "draft_loaded": engine.draft_loaded}, parallel)
+            _write(i, items[i], done[i], {**meta, "draft_loaded": engine.draft_loaded}, parallel, turns[i])
             printed.add(i)
 
     def flush() -> None:
@@ -123,8 +125,21 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     return code
 
 
-def _write(i: int, item: PromptItem, result, meta: dict, parallel: int) -> None:
-    console.write_json({"index": i, "id": item.id, **result.to_dict(), **meta, "parallel": parallel})
+def _write(i: int, item: PromptItem, result, meta: dict, parallel: int, turn=None) -> None:
+    console.write_json({"index": i, "id": item.id, **result.to_dict(), **_calls(result, turn), **meta,
+                        "parallel": parallel})
+
+
+def _calls(result, turn) -> dict:
+    """A line that offered tools: its reply's content and calls, as the server's message spells them."""
+    from ..serve.openai_out import Spelling, finish_reason
+
+    if turn is None or not turn.tools:
+        return {}
+    reply = turn.read(result.text)
+    message = Spelling(None, turn.format.new_id).message(reply)
+    return {"content": message["content"], "tool_calls": message.get("tool_calls", []),
+            "finish_reason": finish_reason(result, reply)}
 
 
 def _sequential(engine, jobs, gen) -> Iterator[tuple[object, object]]:

@@ -18,7 +18,7 @@ from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import PromptItem, decode_text, read_batch, read_prompt
 from .batch import run_batch
 from .loading import PairRequest, check_temperature, open_engine, plan_pair
-from .structured import check_before_load, grammars_for, unmet
+from .structured import check_before_load, grammars_for, item_specs, item_tools, unmet
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,19 @@ def run_request(req: RunRequest) -> int:
     plan = plan_pair(req, follow_bench=not req.explain_divergence)
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
-    check_before_load(req.constraint, items, plan.method.value)
+    check_before_load(req.constraint, items, plan.method.value, chat=req.chat)
+    tools = item_tools(items, req.chat)
     n_seq = _parallel_limit(plan, req, len(items)) if req.batch is not None else 1
     prompting = _Prompting(req.chat, system)
     prompts: list[list[int]] = []  # --batch: every prompt's tokens, read before the caches are sized
+    turns: list = []  # each prompt made ready (``toolcalls.turn.Turn``): its tokens, and its tools' grammar
 
     def read_prompts(engine) -> None:
-        prompts[:] = [_prompt_tokens(engine, item, prompting) for item in items]
+        from ..toolcalls.turn import ChatPrompter
+
+        prompter = ChatPrompter(engine.target_model, engine.n_ctx_seq)
+        turns[:] = [_turn(engine, prompter, item, prompting, t, req.constraint) for item, t in zip(items, tools)]
+        prompts[:] = [t.tokens for t in turns]
 
     def cells(engine) -> int:
         from ..engine.scheduler import cells_for
@@ -110,7 +116,8 @@ def run_request(req: RunRequest) -> int:
         if req.batch is not None:
             if not prompts:  # one sequence at a time: no caches to size, the prompts are read now
                 read_prompts(engine)
-            return run_batch(engine, items, prompts, gen, req, meta, n_seq, grammars=per_item)
+            per_item = [t.grammar if t.tools else g for t, g in zip(turns, per_item)]
+            return run_batch(engine, items, prompts, gen, req, meta, n_seq, grammars=per_item, turns=turns)
         return _run_one(engine, items[0], gen, req, prompting, meta)
     finally:
         engine.close()
@@ -171,9 +178,25 @@ def _describe(plan) -> str:
 
 
 def _prompt_tokens(engine, item: PromptItem, prompting: _Prompting) -> list[int]:
+    """A prompt's tokens: a chat's through the template, its contents tokenized as text."""
     if item.messages is not None or prompting.chat:
-        return engine.tokenize_prompt(engine.render_chat(item.as_messages(prompting.system)))
+        return engine.chat_prompt(item.as_messages(prompting.system))
     return engine.tokenize_prompt(item.text or "")
+
+
+def _turn(engine, prompter, item: PromptItem, prompting: _Prompting, tools, spec):
+    """A ``--batch`` line made ready: a chat with tools through the ``ChatPrompter`` (the line's
+    own schema, else the run's, holds where it does not call), anything else as before."""
+    from ..toolcalls.turn import Turn
+
+    if tools is None or not tools.active:
+        return Turn(_prompt_tokens(engine, item, prompting), None, frozenset(), None, prompter.format)
+    own = item_specs([item])[0] if item.json_schema else spec
+    try:
+        return prompter.turn(item.as_messages(prompting.system), tools, own)
+    except UsageError as exc:
+        raise UsageError(f"--batch prompt with id {item.id!r}: {exc}" if item.id is not None else str(exc),
+                         hint=exc.hint) from None
 
 
 def _run_one(engine, item: PromptItem, gen, req: RunRequest, prompting: _Prompting, meta: dict) -> int:

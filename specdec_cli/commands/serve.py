@@ -45,6 +45,7 @@ def serve(req: ServeRequest) -> int:
     from ..serve.app import create_app
     from ..serve.metrics import Metrics
     from ..serve.worker import Worker
+    from ..toolcalls.turn import ChatPrompter
     from .batch import batch_blocker
     from .loading import fit_parallel
 
@@ -78,7 +79,9 @@ def serve(req: ServeRequest) -> int:
                            sampling=SamplingParams(temp=body.temperature, top_k=body.top_k, top_p=body.top_p,
                                                    seed=body.seed))
 
-        app = create_app(worker, model=alias, api_key=api_key, make_gen=make_gen, metrics=Metrics())
+        prompter = ChatPrompter(engine.target_model, engine.n_ctx_seq)
+        app = create_app(worker, model=alias, api_key=api_key, make_gen=make_gen, metrics=Metrics(),
+                         prompter=prompter)
         console.note(f"serving {alias} at http://{_url_host(req.host)}:{req.port}/v1 "
                      f"({parallel} request{'' if parallel == 1 else 's'} at once; Ctrl-C stops)")
         got = _run_server(app, req.host, req.port, worker)

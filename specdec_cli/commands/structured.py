@@ -25,12 +25,39 @@ def item_specs(items) -> list[ConstraintSpec | None]:
             if getattr(it, "json_schema", None) else None for i, it in enumerate(items)]
 
 
-def check_before_load(spec: ConstraintSpec | None, items, method: str | None) -> None:
-    """Every constraint compiled (one line and exit 2 for a broken one), and refused where the
-    drafting method cannot honour it, before any model loads."""
+def item_tools(items, chat: bool) -> list:
+    """Each ``--batch`` line's tools (``ToolRequest``, None where it offers none), checked: a line
+    whose tools are malformed, or that is not rendered as a chat, is a one-line error."""
+    from ..toolcalls.request import ToolsError, read_tools
+
+    out = []
+    for i, it in enumerate(items):
+        raw = getattr(it, "tools", None)
+        if not raw:
+            out.append(None)
+            continue
+        if it.messages is None and not chat:
+            raise UsageError(f"--batch prompt {i + 1} offers tools but is not a chat",
+                             hint="give it 'messages', or pass --chat")
+        try:
+            out.append(read_tools(raw.get("tools"), raw.get("tool_choice"), raw.get("parallel_tool_calls")))
+        except ToolsError as exc:
+            raise UsageError(f"--batch prompt {i + 1}: {exc}") from None
+    return out
+
+
+def check_before_load(spec: ConstraintSpec | None, items, method: str | None, chat: bool = False) -> None:
+    """Every constraint compiled (one line and exit 2 for a broken one), every line's tools
+    read, and both refused where the drafting method cannot honour a grammar, before any
+    model loads."""
     from ..engine.constraint import compile_constraint
 
     specs = [s for s in [spec, *item_specs(items)] if s is not None]
+    tools = [t for t in item_tools(items, chat) if t is not None and t.active]
+    if tools and method not in CONSTRAINABLE:
+        raise UsageError(f"tools cannot be combined with --method {method}: its drafts are made "
+                         "from hidden states a forced token never went through",
+                         hint="use --method auto (the default), draft or ngram, or --no-draft")
     if not specs:
         return
     if method not in CONSTRAINABLE:

@@ -1,9 +1,11 @@
 """The HTTP side of ``specdec serve``: OpenAI's chat and completions endpoints, over Starlette.
 
-Each request is checked here (JSON, types, limits, key) and answered with an OpenAI-style
-error object when it cannot run; the model is never touched for a bad request. A good one
-becomes a ``Work`` for the engine thread (``worker.py``), whose events are turned into one
-JSON response or into server-sent events (``data: {...}`` chunks, then ``data: [DONE]``).
+Each request is checked here (JSON, its depth, types, limits, fields that cannot be honoured,
+the key) and answered with an OpenAI-style error object when it cannot run; the model is
+never touched for a bad request. A good one is made ready off the engine's thread (rendered,
+tokenized, its grammar compiled: ``toolcalls/turn.py``), so a long prompt never holds up
+other requests' passes, and becomes a ``Work`` for the engine thread (``worker.py``), whose
+events are turned into one JSON response or into server-sent events (``openai_out.py``).
 Starlette and uvicorn, as llama-cpp-python's own server uses, do the HTTP; pydantic
 (``schemas.py``) the request bodies.
 """
@@ -15,6 +17,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -25,11 +28,14 @@ from starlette.routing import Route
 from ..errors import UsageError
 from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import parse_messages
+from ..toolcalls.request import ToolsError, closed, read_tools
 from .metrics import Metrics
+from .openai_out import Spelling, finish_reason, specdec_field, sse, usage
 from .schemas import ChatRequest, CompletionRequest
 from .worker import Handle, Work, Worker
 
 MAX_BODY = 8 * 1024 * 1024  # bytes of a request body
+MAX_DEPTH = 64  # JSON nesting of a body: far past any real request, far short of Python's recursion limit
 DISCONNECT_POLL = 0.5  # seconds between checks that a non-streaming client is still there
 
 
@@ -44,8 +50,11 @@ class ApiError(Exception):
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
-def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Callable, metrics: Metrics) -> Starlette:
-    """``make_gen(request_body) -> GenOptions``: the generation settings of a checked request."""
+def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Callable, metrics: Metrics,
+               prompter) -> Starlette:
+    """``make_gen(request_body) -> GenOptions``: the generation settings of a checked request;
+    ``prompter``: the loaded target's ``ChatPrompter``."""
+    target = prompter.model
 
     def check_key(request: Request) -> None:
         if not api_key:
@@ -68,6 +77,10 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"the body is not valid JSON ({exc})") from None
+        except RecursionError:
+            data = None
+        if data is None or _depth(data) > MAX_DEPTH:
+            raise ApiError(400, f"the body nests JSON more than {MAX_DEPTH} levels deep")
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object")
         try:
@@ -77,51 +90,66 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
             where = ".".join(str(p) for p in err["loc"] if not isinstance(p, str) or p not in ("str", "list[str]"))
             param = str(err["loc"][0]) if err["loc"] else None
             raise ApiError(400, f"{where}: {err['msg']}" if where else err["msg"], param=param) from None
-        if body.n != 1:
-            raise ApiError(400, "n must be 1: one completion per request", param="n")
+        refused = body.unsupported()
+        if refused is not None:
+            raise ApiError(400, refused[1], param=refused[0])
         return body
 
-    def constraint_of(body) -> ConstraintSpec | None:
-        """``response_format``: json_object and json_schema become a JSON Schema the output obeys;
-        a schema that does not compile is a 400 before the request is queued."""
-        from ..engine.constraint import compile_constraint
-
+    def text_constraint(body) -> ConstraintSpec | None:
+        """``response_format``: json_object and json_schema become a JSON Schema the output obeys."""
         fmt = body.response_format or {"type": "text"}
         kind = fmt.get("type")
         if kind == "text":
             return None
         if kind == "json_object":
-            spec = ConstraintSpec("json_schema", '{"type": "object"}', "response_format")
-        elif kind == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+            return ConstraintSpec("json_schema", '{"type": "object"}', "response_format")
+        if kind == "json_schema" and isinstance(fmt.get("json_schema"), dict):
             schema = fmt["json_schema"].get("schema", True)
-            spec = ConstraintSpec("json_schema", json.dumps(schema), "response_format.json_schema")
-        else:
-            raise ApiError(400, "response_format takes type text, json_object, or json_schema with a "
-                           "json_schema object", param="response_format")
-        try:
-            compile_constraint(spec)
-        except UsageError as exc:
-            raise ApiError(400, exc.one_line(), param="response_format") from None
-        return spec
+            if fmt["json_schema"].get("strict") is True:  # OpenAI's strict: objects take no other keys
+                schema = closed(schema)
+            return ConstraintSpec("json_schema", json.dumps(schema), "response_format.json_schema")
+        raise ApiError(400, "response_format takes type text, json_object, or json_schema with a "
+                       "json_schema object", param="response_format")
 
-    async def run(request: Request, body, messages, prompt, kind: str) -> Response:
+    def prepared(fn, *args):
+        """``fn(*args)`` on a worker thread, its foreseen failures as 400s."""
+        def call():
+            try:
+                return fn(*args)
+            except ToolsError as exc:
+                raise ApiError(400, exc.one_line(), param=exc.param) from None
+            except UsageError as exc:
+                raise ApiError(400, exc.one_line(), param="messages" if fn is chat_turn else "prompt") from None
+        return asyncio.to_thread(call)
+
+    def chat_turn(body: ChatRequest):
+        try:
+            messages = parse_messages(body.messages)
+        except UsageError as exc:
+            raise ToolsError(str(exc), "messages") from None
+        tools = read_tools(body.tools, body.tool_choice, body.parallel_tool_calls)
+        return prompter.turn(messages, tools, text_constraint(body))
+
+    def completion_prompt(body: CompletionRequest):
+        prompt = body.text()
+        spec = text_constraint(body)
+        tokens = worker.engine.tokenize_prompt(prompt)
+        return tokens, prompter.constraint(spec) if spec is not None else None
+
+    async def run(request: Request, body, kind: str, tokens: list[int], gen, turn=None) -> Response:
         from ..engine.verify import resolve_seed
 
         handle = Handle(asyncio.get_running_loop())
-        gen = make_gen(body)
         seed = body.seed if body.seed is not None else resolve_seed(None)
-        if not worker.submit(Work(handle, messages, prompt, gen, seed, constraint_of(body))):
+        if not worker.submit(Work(handle, tokens, gen, seed)):
             raise ApiError(503, "the server is busy: too many requests queued", kind="server_error",
                            headers={"Retry-After": "1"})
         metrics.requests += 1
-        event, value = await handle.events.get()
-        if event == "error":
-            raise ApiError(400, value)
-        n_prompt = value
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{secrets.token_hex(12)}"
         created = int(time.time())
+        spell = Spelling(target.piece, prompter.format.new_id)
         if body.stream:
-            return StreamingResponse(_stream(handle, body, kind, rid, created, model, n_prompt, metrics),
+            return StreamingResponse(_stream(handle, body, kind, rid, created, model, metrics, turn, spell),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         text = []
         while True:
@@ -135,16 +163,18 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
                 text.append(value)
             elif event == "error":
                 raise ApiError(500, value, kind="server_error")
-            else:
+            elif event == "done":
                 result = value
                 break
         metrics.finished(result)
-        choice = {"index": 0, "finish_reason": finish_reason(result), "logprobs": None}
         if kind == "chat":
-            choice["message"] = {"role": "assistant", "content": "".join(text)}
+            reply = turn.read("".join(text))
+            choice = {"index": 0, "message": spell.message(reply), "finish_reason": finish_reason(result, reply),
+                      "logprobs": spell.chat_logprobs(result.logprobs)}
             obj = "chat.completion"
         else:
-            choice["text"] = "".join(text)
+            choice = {"index": 0, "text": "".join(text), "finish_reason": finish_reason(result),
+                      "logprobs": spell.text_logprobs(result.logprobs)}
             obj = "text_completion"
         return JSONResponse({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice],
                              "usage": usage(result), "specdec": specdec_field(result)})
@@ -152,11 +182,9 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
     async def chat(request: Request) -> Response:
         try:
             body = await body_of(request, ChatRequest)
-            try:
-                messages = parse_messages(body.messages)
-            except UsageError as exc:
-                raise ApiError(400, str(exc), param="messages") from None
-            return await run(request, body, messages, None, "chat")
+            turn = await prepared(chat_turn, body)
+            gen = replace(make_gen(body), grammar=turn.grammar, shown=turn.shown, logprobs=body.n_logprobs())
+            return await run(request, body, "chat", turn.tokens, gen, turn)
         except ApiError as exc:
             return exc.response()
 
@@ -169,7 +197,9 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
                 raise ApiError(400, str(exc), param="prompt") from None
             if not prompt.strip():
                 raise ApiError(400, "the prompt is empty", param="prompt")
-            return await run(request, body, None, prompt, "completion")
+            tokens, grammar = await prepared(completion_prompt, body)
+            gen = replace(make_gen(body), grammar=grammar, logprobs=body.n_logprobs())
+            return await run(request, body, "completion", tokens, gen)
         except ApiError as exc:
             return exc.response()
 
@@ -198,20 +228,31 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
     ])
 
 
-async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model: str, n_prompt: int,
-                  metrics: Metrics):
-    """Server-sent events: the text as the engine makes it final, the finish reason, the usage
-    when asked for, then ``[DONE]``. A client that goes away cancels the request."""
+async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model: str, metrics: Metrics,
+                  turn, spell: Spelling):
+    """Server-sent events: the text as the engine makes it final (a chat reply's tool calls as
+    OpenAI's deltas: a call's index, id and name, then its arguments in pieces), the finish
+    reason, the usage when asked for, then ``[DONE]``. Log-probabilities ride on the next
+    chunk after the pass that kept their tokens. A client that goes away cancels the request."""
     obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
+    stream = turn.stream() if turn is not None else None
+    pending: list = []  # kept tokens' log-probabilities not yet sent
+    offset = [0]  # a completion's text sent so far (its log-probabilities' text offsets)
 
-    def chunk(delta: dict | None = None, text: str | None = None, finish=None, **extra) -> str:
+    def chunk(delta: dict | None = None, text: str = "", finish=None, **extra) -> str:
         choice = {"index": 0, "finish_reason": finish, "logprobs": None}
+        if pending:
+            if kind == "chat":
+                choice["logprobs"] = spell.chat_logprobs(pending)
+            else:
+                choice["logprobs"] = spell.text_logprobs(pending, offset[0])
+            pending.clear()
         if kind == "chat":
             choice["delta"] = delta or {}
         else:
-            choice["text"] = text or ""
-        return "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,
-                                      "choices": [choice], **extra}) + "\n\n"
+            choice["text"] = text
+            offset[0] += len(text)
+        return sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice], **extra})
 
     done = False
     try:
@@ -219,44 +260,45 @@ async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model
             yield chunk({"role": "assistant", "content": ""})
         while True:
             event, value = await handle.events.get()
-            if event == "text":
-                yield chunk({"content": value}, text=value)
+            if event == "logprobs":
+                pending.extend(value)
+            elif event == "text":
+                if stream is None:
+                    yield chunk(text=value)
+                else:
+                    for e in stream.feed(value):
+                        yield chunk(spell.delta(e))
             elif event == "error":
-                yield "data: " + json.dumps({"error": {"message": value, "type": "server_error"}}) + "\n\n"
+                yield sse({"error": {"message": value, "type": "server_error"}})
                 break
-            else:
+            elif event == "done":
                 result = value
+                reply = None
+                if stream is not None:
+                    for e in stream.finish():
+                        yield chunk(spell.delta(e))
+                    reply = stream.reply()
                 metrics.finished(result)
-                yield chunk({}, "", finish_reason(result), specdec=specdec_field(result))
+                yield chunk({}, "", finish_reason(result, reply), specdec=specdec_field(result))
                 if body.include_usage():
-                    yield "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,
-                                                 "choices": [], "usage": usage(result)}) + "\n\n"
+                    yield sse({"id": rid, "object": obj, "created": created, "model": model,
+                               "choices": [], "usage": usage(result)})
                 break
-        yield "data: [DONE]\n\n"
+        yield sse("[DONE]")
         done = True
     finally:
         if not done:
             handle.cancel()
 
 
-def finish_reason(result) -> str:
-    """OpenAI's words: "length" when the budget or the context ran out, else "stop"."""
-    return "length" if result.stats.stop_reason in ("length", "context") else "stop"
-
-
-def usage(result) -> dict:
-    st = result.stats
-    return {
-        "prompt_tokens": st.n_prompt, "completion_tokens": st.n_generated,
-        "total_tokens": st.n_prompt + st.n_generated,
-        "prompt_tokens_details": {"cached_tokens": st.n_prompt_reused},
-        "completion_tokens_details": {"accepted_prediction_tokens": st.n_accepted,
-                                      "rejected_prediction_tokens": st.n_drafted - st.n_accepted},
-    }
-
-
-def specdec_field(result) -> dict:
-    st = result.stats
-    return {"stop_reason": st.stop_reason, "steps_by_drafter": dict(st.steps_by_drafter),
-            "n_drafted": st.n_drafted, "n_accepted": st.n_accepted, "n_target_passes": st.n_target_passes,
-            "first_token_seconds": st.first_token_seconds, "tokens_per_second": st.tokens_per_second}
+def _depth(value, limit: int = MAX_DEPTH) -> int:
+    """How deep ``value`` nests lists and objects (counted without recursion, up to past ``limit``)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if deepest > limit:
+                return deepest
+            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest

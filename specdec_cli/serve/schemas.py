@@ -1,9 +1,11 @@
 """The OpenAI request bodies ``specdec serve`` takes, as pydantic models.
 
-Clients send more than these fields (``logprobs``, ``user``, ``tools``, vendor extras): unknown
-fields are ignored, not rejected, as OpenAI-compatible servers do. What is checked here is
-what a request must hold to be run at all; each failure becomes a 400 with an OpenAI error
-object naming the parameter (``app.py``).
+Clients send more than these fields (``user``, ``metadata``, vendor extras): unknown fields are
+ignored, as OpenAI-compatible servers do. A field the server knows but cannot honour
+(``logit_bias``, ``n`` above 1, penalties, audio, ...) is refused with a 400 that names it
+(``unsupported``), never dropped in silence: the client would get an answer to a question it
+did not ask. What is checked here is what a request must hold to be run at all; each failure
+becomes a 400 with an OpenAI error object naming the parameter (``app.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class _Request(BaseModel):
     stream_options: dict[str, Any] | None = None
     n: int = 1
     response_format: dict[str, Any] | None = None
+    # known, and refused unless left at what changes nothing (``unsupported``)
+    logit_bias: dict[str, Any] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
     @field_validator("stop")
     @classmethod
@@ -48,13 +54,75 @@ class _Request(BaseModel):
     def include_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.get("include_usage"))
 
+    def unsupported(self) -> tuple[str, str] | None:
+        """(parameter, why) for a known field set to something this server cannot do."""
+        if self.n != 1:
+            return "n", "n must be 1: one completion per request"
+        if self.logit_bias:
+            return "logit_bias", "logit_bias is not supported (the verify pass keeps the target's own choices)"
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name):
+                return name, f"{name} is not supported; leave it out or 0"
+        return None
+
 
 class ChatRequest(_Request):
     messages: list[Any]  # checked as --batch checks them (terminal.prompts.parse_messages)
+    tools: Any = None  # checked by toolcalls.request.read_tools
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    # known, and refused unless empty (``unsupported``)
+    functions: Any = None
+    function_call: Any = None
+    audio: Any = None
+    modalities: list[str] | None = None
+    prediction: Any = None
+    web_search_options: Any = None
+
+    def unsupported(self) -> tuple[str, str] | None:
+        found = super().unsupported()
+        if found:
+            return found
+        if self.functions is not None or self.function_call is not None:
+            name = "functions" if self.functions is not None else "function_call"
+            return name, f"{name} (the legacy form) is not supported; send tools and tool_choice"
+        if self.top_logprobs is not None and not self.logprobs:
+            return "top_logprobs", "top_logprobs needs logprobs: true"
+        if self.modalities not in (None, ["text"]) or self.audio is not None:
+            return "modalities", "only text output is supported"
+        for name in ("prediction", "web_search_options"):
+            if getattr(self, name) is not None:
+                return name, f"{name} is not supported"
+        return None
+
+    def n_logprobs(self) -> int | None:
+        """How many alternatives each kept token's log-probability comes with (None: none asked)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
 
 class CompletionRequest(_Request):
     prompt: str | list[str]
+    logprobs: int | None = Field(default=None, ge=0, le=5)
+    echo: bool = False
+    suffix: str | None = None
+    best_of: int | None = None
+
+    def unsupported(self) -> tuple[str, str] | None:
+        found = super().unsupported()
+        if found:
+            return found
+        if self.echo:
+            return "echo", "echo is not supported"
+        if self.suffix:
+            return "suffix", "suffix (insertion) is not supported"
+        if self.best_of not in (None, 1):
+            return "best_of", "best_of must be 1"
+        return None
+
+    def n_logprobs(self) -> int | None:
+        return self.logprobs
 
     def text(self) -> str:
         if isinstance(self.prompt, str):
@@ -64,4 +132,4 @@ class CompletionRequest(_Request):
         return self.prompt[0]
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]

@@ -1,11 +1,12 @@
 """The loop that owns llama.cpp for ``specdec serve``: requests in, text and results out.
 
-The HTTP side never touches the engine. It hands a ``Work`` (messages or a prompt, the
-generation settings, a ``Handle``) to ``submit``; this loop renders and tokenizes it, turns
-it into a scheduler job, and steps the scheduler whenever there is work, so requests that
-arrive while others decode join the next pass (continuous batching). Everything it has to say
-goes back through the request's ``Handle``, an asyncio queue fed thread-safely: "started" (or
-an error the server answers with a 400), the text as it becomes final, and the result.
+The HTTP side never decodes. It hands a ``Work`` (the prompt's tokens, the generation
+settings with any grammar compiled, a ``Handle``) to ``submit``, having rendered and tokenized
+it on its own side; this loop turns it into a scheduler job and steps the scheduler whenever
+there is work, so requests that arrive while others decode join the next pass (continuous
+batching). Everything it has to say goes back through the request's ``Handle``, an asyncio
+queue fed thread-safely: the text as it becomes final, the kept tokens' log-probabilities
+when asked, and the result.
 
 The loop runs on the process's main thread and HTTP on a helper thread, not the other way
 round: llama.cpp's passes ran 11% slower when called from a helper thread (the same two jobs
@@ -24,10 +25,9 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..engine.scheduler import Job
-from ..errors import SpecdecError
 
 
 class Handle:
@@ -40,7 +40,7 @@ class Handle:
         self.cancelled = False
 
     def put(self, kind: str, value=None) -> None:
-        """From the engine thread: ("started", n_prompt), ("text", str), ("done", Result), ("error", str)."""
+        """From the engine thread: ("text", str), ("logprobs", [TokenLogprob]), ("done", Result), ("error", str)."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
 
     def cancel(self) -> None:
@@ -52,14 +52,12 @@ class Handle:
 
 @dataclass
 class Work:
-    """A request as the engine thread needs it: what to render, how to generate, where to answer."""
+    """A request as the engine thread needs it: its tokens, how to generate, where to answer."""
 
     handle: Handle
-    messages: list[dict] | None
-    prompt: str | None
-    gen: object  # GenOptions
+    tokens: list[int]
+    gen: object  # GenOptions, its grammar compiled
     seed: int | None
-    constraint: object | None = None  # a ConstraintSpec (response_format), checked already
 
 
 class Worker:
@@ -148,24 +146,12 @@ class Worker:
         handle = work.handle
         if handle.cancelled:
             return
-        engine = self.engine
-        gen = work.gen
-        try:
-            text = engine.render_chat(work.messages) if work.messages is not None else work.prompt
-            tokens = engine.tokenize_prompt(text)
-            if work.constraint is not None:
-                from ..engine.constraint import compile_constraint, tokenizer_for
-
-                gen = replace(gen, grammar=compile_constraint(work.constraint, tokenizer_for(engine.target_model)))
-        except SpecdecError as exc:
-            handle.put("error", exc.one_line())
-            return
-        job = Job(next(self._ids), tokens, seed=work.seed, gen=gen,
-                  on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)))
+        job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen,
+                  on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)),
+                  on_logprobs=lambda got, h=handle: h.put("logprobs", got))
         handle.job = job
         job.cancelled = handle.cancelled
         self._handles[job.index] = handle
-        handle.put("started", len(tokens))
         self.scheduler.submit(job)
 
     def _cancel_all(self) -> None:

@@ -37,6 +37,7 @@ class PromptItem:
     messages: list[dict] | None = None
     id: object = None  # carried through to the output line in batch mode
     json_schema: str | None = None  # a --batch line's own JSON Schema (JSON text), its output obeys it
+    tools: dict | None = None  # a --batch line's tools, tool_choice and parallel_tool_calls, as written
 
     def as_messages(self, system: str | None) -> list[dict]:
         if self.messages is not None:
@@ -268,20 +269,23 @@ def _item(obj: dict) -> PromptItem:
     if prompt is not None and msgs is not None:
         raise _Bad("has both 'prompt' and 'messages'; keep one")
     schema = _schema(obj.get("json_schema"))
+    tools = {k: obj[k] for k in ("tools", "tool_choice", "parallel_tool_calls") if k in obj} or None
     if msgs is not None:
-        return PromptItem(messages=_messages(msgs), id=obj.get("id"), json_schema=schema)
+        return PromptItem(messages=_messages(msgs), id=obj.get("id"), json_schema=schema, tools=tools)
     if isinstance(prompt, str):
         _check_text(prompt, "'prompt'")
         if not prompt.strip():
             raise _Bad("the prompt is empty")
-        return PromptItem(text=prompt, id=obj.get("id"), json_schema=schema)
+        return PromptItem(text=prompt, id=obj.get("id"), json_schema=schema, tools=tools)
     if prompt is not None:
         raise _Bad(f"needs a 'prompt' string or a 'messages' list ('prompt' is {_kind(prompt)})")
     raise _Bad("needs a 'prompt' string or a 'messages' list")
 
 
 def _messages(msgs) -> list[dict]:
-    """The messages of a line, each with a string ``content`` (text parts joined)."""
+    """The messages of a line, each with a string ``content`` (text parts joined), except an
+    assistant message that calls tools, whose content may be null; tool calls and the ids
+    tool results answer are checked here too."""
     if not isinstance(msgs, list):
         raise _Bad(f"'messages' must be a list of {{role, content}} objects, not {_kind(msgs)}")
     if not msgs:
@@ -297,11 +301,43 @@ def _messages(msgs) -> list[dict]:
         if role not in ROLES:
             shown = json.dumps(role, ensure_ascii=True)
             raise _Bad(f"{at} has role {shown}; use one of {', '.join(ROLES)}")
+        calls = _tool_calls(m.get("tool_calls"), at) if role == "assistant" else None
+        if role != "assistant" and m.get("tool_calls") is not None:
+            raise _Bad(f"{at}: only assistant messages carry tool_calls")
+        if role == "tool" and not isinstance(m.get("tool_call_id", ""), str):
+            raise _Bad(f"{at} 'tool_call_id' must be a string naming the call it answers")
+        if calls:
+            content = None if m.get("content") is None else _content(m["content"], at)
+            out.append({**m, "content": content, "tool_calls": calls})
+            continue
         if "content" not in m:
             raise _Bad(f"{at} has no 'content'")
         out.append({**m, "content": _content(m["content"], at)})
-    if not any(m["content"].strip() for m in out):
+    if not any((m["content"] or "").strip() or m.get("tool_calls") for m in out):
         raise _Bad("the prompt is empty (every message's content is empty)")
+    return out
+
+
+def _tool_calls(calls, at: str) -> list[dict] | None:
+    """An assistant message's ``tool_calls`` in OpenAI's shape, arguments as JSON text."""
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        raise _Bad(f"{at} 'tool_calls' must be a list, not {_kind(calls)}")
+    out = []
+    for j, c in enumerate(calls):
+        here = f"{at}.tool_calls[{j}]"
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
+            raise _Bad(f"{here} needs an 'id' string and a 'function' with a 'name'")
+        args = fn.get("arguments", "{}")
+        if isinstance(args, dict):
+            args = json.dumps(args, ensure_ascii=False)
+        if not isinstance(args, str):
+            raise _Bad(f"{here}.function.arguments must be a JSON string")
+        out.append({"id": c["id"], "type": "function",
+                    "function": {"name": _check_text(fn["name"], f"{here} name"),
+                                 "arguments": _check_text(args, f"{here} arguments")}})
     return out
 
 

@@ -1,0 +1,122 @@
+"""A chat request made ready to run: its prompt tokens, the grammar its reply must follow, the
+marker tokens its text must show, and how its reply is read. The server and ``--batch`` both
+go through here, so a conversation renders, constrains and parses the same way in each.
+
+One ``ChatPrompter`` per loaded target: the tool-call family is the template's, fixed for the
+model's life; which of the family's markers are single special tokens of the vocabulary (so
+the grammar names them by id and the text shows them) is looked up once. Compiled grammars
+are kept for the tool sets seen lately, since an agent sends the same tools every turn.
+Everything here may run off the engine's thread (the server prepares requests on its HTTP
+side): it reads the vocabulary and renders text, and never decodes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..engine.chat_prompt import chat_tokens
+from ..engine.chat_template import TemplateRefused
+from ..engine.constraint import Grammar, compile_constraint, tokenizer_for
+from ..errors import UsageError
+from ..terminal.constraint_args import ConstraintSpec
+from .formats import ToolFormat, format_for
+from .grammar import call_grammar
+from .request import ToolRequest, ToolsError
+from .stream import ReplyStream, read
+
+GRAMMARS_KEPT = 32  # compiled tool grammars kept (an agent's tools, across its turns)
+
+
+@dataclass
+class Turn:
+    """One request, ready: the tokens to decode and what its reply is held to."""
+
+    tokens: list[int]
+    grammar: Grammar | None
+    shown: frozenset[int]  # control tokens its text renders (the family's markers)
+    tools: ToolRequest | None  # None, or tools the model is offered
+    format: ToolFormat
+
+    def stream(self) -> ReplyStream:
+        return ReplyStream(self.format.syntax if self.tools else None, self.tools)
+
+    def read(self, text: str):
+        """The whole reply's content and calls, read as its stream would be."""
+        return read(self.format.syntax if self.tools else None, self.tools, text)
+
+
+class ChatPrompter:
+    def __init__(self, model, n_ctx: int):
+        self.model = model
+        self.n_ctx = n_ctx
+        self.format = format_for(model.chat_template())
+        self._specials: dict[str, int] | None = None
+        self._grammars: OrderedDict[str, Grammar] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def specials(self) -> dict[str, int]:
+        """The family's literal texts that are one special token here, by id."""
+        if self._specials is None:
+            tok = tokenizer_for(self.model)
+            found = {}
+            for text in set(self.format.syntax.literals()):
+                ids = self.model.tokenize(text, add_special=False, parse_special=True)
+                if len(ids) == 1 and tok.is_special_token(ids[0]):
+                    found[text] = ids[0]
+            self._specials = found
+        return self._specials
+
+    def turn(self, messages: list[dict], tools: ToolRequest | None = None,
+             text: ConstraintSpec | None = None) -> Turn:
+        """``messages`` (already checked) with ``tools`` offered; ``text``: the constraint on a
+        reply's text (``response_format``), which under tools holds where no call is made."""
+        offered = tools if tools is not None and tools.active else None
+        convo, template_tools = self.format.prepare(messages, offered)
+        try:
+            tokens = chat_tokens(self.model, convo, template_tools, n_ctx=self.n_ctx)
+        except TemplateRefused:
+            if offered is None or template_tools is not None:
+                raise
+            # the tools went into a system message that this template refuses (Gemma's): the first user turn
+            convo, _ = self.format.prepare(messages, offered, system=False)
+            tokens = chat_tokens(self.model, convo, None, n_ctx=self.n_ctx)
+        if offered is None:
+            grammar = self.constraint(text) if text is not None else None
+            return Turn(tokens, grammar, frozenset(), None, self.format)
+        for i, t in enumerate(offered.tools):  # each schema alone first: an error names its tool
+            self._compiled(ConstraintSpec("json_schema", json.dumps(t.argument_schema()),
+                                          f"tools[{i}].function.parameters"))
+        schema = None
+        if text is not None:
+            if text.kind != "json_schema":
+                raise ToolsError(f"{text.origin} cannot be combined with tools", "response_format")
+            schema = json.loads(text.source_text)
+        lark = call_grammar(self.format.syntax, offered, self.specials(), schema)
+        grammar = self._compiled(ConstraintSpec("grammar", lark, "tools"))
+        return Turn(tokens, grammar, frozenset(self.specials().values()), offered, self.format)
+
+    def constraint(self, spec: ConstraintSpec) -> Grammar:
+        """A text constraint (``response_format``, a ``--batch`` line's schema), compiled for
+        this vocabulary; a ``ToolsError`` naming its parameter where it does not compile."""
+        return self._compiled(spec)
+
+    def _compiled(self, spec: ConstraintSpec) -> Grammar:
+        key = f"{spec.kind}\0{spec.origin}\0{spec.source_text}"
+        with self._lock:
+            hit = self._grammars.get(key)
+            if hit is not None:
+                self._grammars.move_to_end(key)
+                return hit
+        try:
+            grammar = compile_constraint(spec, tokenizer_for(self.model))
+        except UsageError as exc:
+            param = "tools" if spec.origin.startswith("tools") else "response_format"
+            raise ToolsError(exc.one_line(), param) from None
+        with self._lock:
+            self._grammars[key] = grammar
+            while len(self._grammars) > GRAMMARS_KEPT:
+                self._grammars.popitem(last=False)
+        return grammar
