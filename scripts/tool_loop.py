@@ -1,0 +1,287 @@
+"""A tool-calling agent loop against OpenAI-compatible servers, side by side: valid calls and time.
+
+Each session is a coding agent editing one file through a ``write_file(path, content)`` tool:
+the user gives the file and asks for one change, the model must call the tool with the whole
+new file (``tool_choice: "required"``), the client answers with a tool result and the next
+change, and so on. Every turn resends the conversation, its earlier calls included, so the
+answer copies a file an earlier call wrote (or the user gave), with one change: the shape of
+an agent's edit loop. K sessions run at once (threads), greedy; replies end where the call
+ends.
+
+    python3 scripts/tool_loop.py --rounds 2 \\
+        --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port} --ctx 8192" \\
+        --system "specdec-nodraft::python3 -m specdec_cli serve -t T --no-draft --port {port} --ctx 8192" \\
+        --system "llama-jinja::llama-server -m T --jinja -np 2 -c 16384 --port {port} -t 2" \\
+        --system "llama-jinja-ngram16::llama-server -m T --jinja -np 2 -c 16384 --port {port} -t 2 \\
+            --spec-type ngram-mod --spec-ngram-mod-n-match 8 --spec-ngram-mod-n-max 16 --spec-ngram-mod-n-min 1"
+
+Systems start, run and stop as in ``agent_loop.py`` (the order reverses every other round).
+Reported per system: calls that are valid (the tool named, arguments that parse, with a string
+``path`` and ``content``), the wall time of all sessions, each turn's median time, the time to
+the first streamed delta, and the tokens generated. A turn without a valid call goes on with
+its text as the assistant's message, as an agent framework would, and the next change.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+
+import httpx
+from agent_loop import Server
+from script_io import Parser
+
+TOOL = {"type": "function", "function": {
+    "name": "write_file", "description": "Write a file: its whole new content replaces the old.",
+    "parameters": {"type": "object", "properties": {
+        "path": {"type": "string", "description": "The file's path."},
+        "content": {"type": "string", "description": "The whole new content of the file."}},
+        "required": ["path", "content"]}}}
+SYSTEM = ("You are a coding agent. You change files only by calling write_file with the file's whole new "
+          "content; never answer with text.")
+
+FILES = {
+    "inventory.py": '''"""A small inventory of stock items, kept by SKU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Item:
+    name: str
+    quantity: int
+    unit_price: float
+
+
+class Inventory:
+    """Items by SKU, with their quantities and prices."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Item] = {}
+
+    def add_item(self, sku: str, name: str, quantity: int, unit_price: float) -> None:
+        if sku in self.items:
+            raise KeyError(f"{sku} is already in the inventory")
+        self.items[sku] = Item(name, quantity, unit_price)
+
+    def remove_item(self, sku: str) -> Item:
+        return self.items.pop(sku)
+
+    def restock(self, sku: str, quantity: int) -> None:
+        if quantity <= 0:
+            raise ValueError("restock needs a positive quantity")
+        self.items[sku].quantity += quantity
+
+    def total_value(self) -> float:
+        return sum(i.quantity * i.unit_price for i in self.items.values())
+
+    def low_stock(self, threshold: int) -> list[str]:
+        return [sku for sku, i in self.items.items() if i.quantity < threshold]
+
+
+if __name__ == "__main__":
+    inv = Inventory()
+    inv.add_item("A1", "bolt", 120, 0.05)
+    inv.add_item("B2", "nut", 8, 0.03)
+    inv.restock("B2", 50)
+    print(f"total value: {inv.total_value():.2f}")
+    print("low stock:", inv.low_stock(20))
+''',
+    "textstats.py": '''"""Word and sentence statistics of a text file."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+WORD = re.compile(r"[A-Za-z']+")
+
+
+def word_count(text: str) -> int:
+    return len(WORD.findall(text))
+
+
+def sentence_count(text: str) -> int:
+    return len([s for s in re.split(r"[.!?]+", text) if s.strip()])
+
+
+def average_word_length(text: str) -> float:
+    words = WORD.findall(text)
+    return sum(len(w) for w in words) / len(words) if words else 0.0
+
+
+def top_words(text: str, n: int) -> list[tuple[str, int]]:
+    return Counter(WORD.findall(text)).most_common(n)
+
+
+@dataclass
+class Report:
+    words: int
+    sentences: int
+    average_length: float
+    top: list[tuple[str, int]]
+
+
+def report(text: str, n: int = 5) -> Report:
+    return Report(word_count(text), sentence_count(text), average_word_length(text), top_words(text, n))
+
+
+def main() -> None:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        r = report(f.read())
+    print(f"{r.words} words, {r.sentences} sentences, {r.average_length:.2f} letters a word")
+    for word, count in r.top:
+        print(f"{word}: {count}")
+
+
+if __name__ == "__main__":
+    main()
+''',
+}
+CHANGES = {
+    "inventory.py": ["Rename the method `restock` to `replenish` everywhere, its error message included.",
+                     "Make `low_stock` return the SKUs sorted by quantity, lowest first.",
+                     "Add a `__len__` method to `Inventory` that returns the number of items."],
+    "textstats.py": ["Rename the function `word_count` to `count_words` everywhere.",
+                     "Make `top_words` count words without regard to case.",
+                     "Make `main` print the number of distinct words too."],
+}
+
+
+def stream_turn(url: str, messages: list[dict], n: int) -> dict:
+    """One streamed request with the tool required: the assembled call (or text), times, tokens."""
+    body = {"model": "local", "messages": messages, "tools": [TOOL], "tool_choice": "required", "max_tokens": n,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "cache_prompt": True}
+    t0 = time.perf_counter()
+    first, text, calls, usage, finish = None, [], {}, {}, None
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=3600) as resp:
+        resp.raise_for_status()
+        for line in resp.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                finish = choice.get("finish_reason") or finish
+                if (delta.get("content") or delta.get("tool_calls")) and first is None:
+                    first = time.perf_counter() - t0
+                text.append(delta.get("content") or "")
+                for d in delta.get("tool_calls") or []:
+                    c = calls.setdefault(d.get("index", 0), {"id": None, "name": "", "arguments": ""})
+                    c["id"] = c["id"] or d.get("id")
+                    fn = d.get("function") or {}
+                    c["name"] += fn.get("name") or ""
+                    c["arguments"] += fn.get("arguments") or ""
+    return {"first": first, "total": time.perf_counter() - t0, "text": "".join(text),
+            "calls": [calls[k] for k in sorted(calls)], "finish": finish,
+            "n_gen": usage.get("completion_tokens", 0), "n_prompt": usage.get("prompt_tokens", 0),
+            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens")}
+
+
+def valid(call: dict, path: str) -> bool:
+    try:
+        args = json.loads(call["arguments"])
+    except ValueError:
+        return False
+    return (call["name"] == "write_file" and isinstance(args, dict) and args.get("path") == path
+            and isinstance(args.get("content"), str) and len(args["content"]) > 100)
+
+
+def session(url: str, k: int, turns: int, n: int) -> list[dict]:
+    path = list(FILES)[k % len(FILES)]
+    messages = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Here is `{path}`:\n```python\n{FILES[path]}```\n\n"
+                                            f"{CHANGES[path][0]} Save the whole file with write_file."}]
+    out = []
+    for t in range(turns):
+        if t > 0:
+            messages.append({"role": "user", "content": f"{CHANGES[path][t % len(CHANGES[path])]} "
+                                                        "Save the whole file with write_file."})
+        res = stream_turn(url, messages, n)
+        ok = [c for c in res["calls"] if valid(c, path)]
+        if ok:
+            call = ok[0]
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call["id"] or f"call_{k}_{t}", "type": "function",
+                 "function": {"name": call["name"], "arguments": call["arguments"]}}]})
+            size = len(json.loads(call["arguments"])["content"].encode())
+            messages.append({"role": "tool", "tool_call_id": call["id"] or f"call_{k}_{t}",
+                             "content": f"wrote {path} ({size} bytes)"})
+        else:
+            messages.append({"role": "assistant", "content": res["text"] or "(no answer)"})
+        out.append({"session": k, "turn": t, "valid": bool(ok), **{x: res[x] for x in res if x != "calls"},
+                    "call": ok[0] if ok else (res["calls"][0] if res["calls"] else None)})
+    return out
+
+
+def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log) -> dict:
+    server = Server(label, cmd, log)
+    try:
+        stream_turn(server.url, [{"role": "user", "content": "Write hello.py printing hello."}], 40)  # warm-up
+        results: list[list[dict]] = [[] for _ in range(sessions)]
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=lambda k=k: results[k].extend(session(server.url, k, turns, n)))
+                   for k in range(sessions)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        wall = time.perf_counter() - t0
+    finally:
+        server.stop()
+    flat = [x for r in results for x in r]
+    return {"label": label, "wall": wall, "turns": flat, "n_gen": sum(x["n_gen"] for x in flat),
+            "n_valid": sum(x["valid"] for x in flat)}
+
+
+def main() -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
+    ap.add_argument("--sessions", type=int, default=2)
+    ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("-n", "--max-tokens", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--log", default="/tmp/tool_loop.log", help="the servers' output")
+    args = ap.parse_args()
+    systems = [tuple(s.split("::", 1)) for s in args.system]
+    runs: list[dict] = []
+    with open(args.log, "w") as log:
+        for r in range(args.rounds):
+            for label, cmd in (systems if r % 2 == 0 else systems[::-1]):
+                res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log)
+                res["round"] = r
+                runs.append(res)
+                print(f"round {r} {label:<22} wall {res['wall']:8.2f} s  valid calls {res['n_valid']}/"
+                      f"{len(res['turns'])}  tokens {res['n_gen']:5d}", flush=True)
+    print()
+    print(f"{'system':<22} {'valid':>7} {'wall s (mean)':>14} {'tokens':>7} " +
+          " ".join(f"{'t' + str(t) + ' first':>8} {'t' + str(t) + ' total':>9}" for t in range(args.turns)))
+    for label, _ in systems:
+        mine = [x for x in runs if x["label"] == label]
+        turns = [t for x in mine for t in x["turns"]]
+        cells = []
+        for t in range(args.turns):
+            ts = [x for x in turns if x["turn"] == t]
+            firsts = [x["first"] for x in ts if x["first"] is not None]
+            cells.append(f"{statistics.median(firsts) if firsts else float('nan'):8.2f} "
+                         f"{statistics.median(x['total'] for x in ts):9.2f}")
+        print(f"{label:<22} {sum(x['n_valid'] for x in mine):3d}/{len(turns):<3d} "
+              f"{statistics.mean(x['wall'] for x in mine):14.2f} "
+              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + " ".join(cells))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
