@@ -160,7 +160,7 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
     body = {"model": "local", "messages": messages, "tools": [TOOL], "tool_choice": "required", "max_tokens": n,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "cache_prompt": True}
     t0 = time.perf_counter()
-    first, text, calls, usage, finish = None, [], {}, {}, None
+    first, text, calls, usage, finish, extra = None, [], {}, {}, None, {}
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=3600) as resp:
         resp.raise_for_status()
         for line in resp.iter_lines():
@@ -168,6 +168,7 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
                 continue
             chunk = json.loads(line[6:])
             usage = chunk.get("usage") or usage
+            extra = chunk.get("specdec") or extra  # specdec's own figures (drafters, passes); others send none
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
                 finish = choice.get("finish_reason") or finish
@@ -183,7 +184,7 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
     return {"first": first, "total": time.perf_counter() - t0, "text": "".join(text),
             "calls": [calls[k] for k in sorted(calls)], "finish": finish,
             "n_gen": usage.get("completion_tokens", 0), "n_prompt": usage.get("prompt_tokens", 0),
-            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens")}
+            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"), "specdec": extra}
 
 
 def valid(call: dict, path: str) -> bool:
@@ -198,13 +199,13 @@ def valid(call: dict, path: str) -> bool:
 def session(url: str, k: int, turns: int, n: int) -> list[dict]:
     path = list(FILES)[k % len(FILES)]
     messages = [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": f"Here is `{path}`:\n```python\n{FILES[path]}```\n\n"
-                                            f"{CHANGES[path][0]} Save the whole file with write_file."}]
+                {"role": "user", "content": f"{CHANGES[path][0]} Then save the whole new `{path}` with the "
+                                            f"write_file tool.\n\n`{path}`:\n```python\n{FILES[path]}```"}]
     out = []
     for t in range(turns):
         if t > 0:
-            messages.append({"role": "user", "content": f"{CHANGES[path][t % len(CHANGES[path])]} "
-                                                        "Save the whole file with write_file."})
+            messages.append({"role": "user", "content": f"{CHANGES[path][t % len(CHANGES[path])]} Then save the "
+                                                        f"whole new `{path}` with the write_file tool."})
         res = stream_turn(url, messages, n)
         ok = [c for c in res["calls"] if valid(c, path)]
         if ok:

@@ -73,7 +73,7 @@ def test_the_syntax_variants_are_told_apart():
 @pytest.mark.parametrize("choice", ["auto", "required", "named"])
 def test_the_grammar_allows_what_the_family_writes_and_the_parser_reads_it_back(fmt, choice):
     tc = {"type": "function", "function": {"name": "write_file"}} if choice == "named" else choice
-    req = read_tools([WRITE, WEATHER], tc)
+    req = read_tools([WRITE, WEATHER], tc, True)
     n = 2 if fmt.syntax.parallel and choice != "named" else 1
     calls = _calls_for(fmt, n)
     text = fmt.write_calls(calls)
@@ -101,11 +101,14 @@ def test_a_started_call_must_be_well_formed(fmt):
     assert not _accepts(required, "Paris is sunny today.")
 
 
-def test_one_call_when_parallel_calls_are_off():
+def test_one_call_unless_parallel_calls_are_asked_for():
     fmt = format_for((TEMPLATES / "qwen2.5.jinja").read_text())
     two = fmt.write_calls(_calls_for(fmt, 2))
-    assert _accepts(call_grammar(fmt.syntax, read_tools([WRITE, WEATHER], "required")), two)
+    assert _accepts(call_grammar(fmt.syntax, read_tools([WRITE, WEATHER], "required", True)), two)
+    assert not _accepts(call_grammar(fmt.syntax, read_tools([WRITE, WEATHER], "required")), two)
     assert not _accepts(call_grammar(fmt.syntax, read_tools([WRITE, WEATHER], "required", False)), two)
+    named = read_tools([WRITE, WEATHER], {"type": "function", "function": {"name": "write_file"}}, True)
+    assert not named.parallel  # a named tool is called once
 
 
 def test_a_named_choice_admits_only_that_tool():

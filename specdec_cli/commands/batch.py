@@ -61,7 +61,7 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     turns = turns or [None] * len(items)
     jobs = [Job(i, tokens, job_seed(gen.sampling.seed, i),
                 gen=replace(gen, grammar=g, shown=t.shown if t is not None else frozenset())
-                if g is not gen.grammar else None)
+                if g is not gen.grammar else None, sources=t.sources if t is not None else ())
             for i, (tokens, g, t) in enumerate(zip(prompts, grammars, turns))]
     method = engine.method
     parallel = 1

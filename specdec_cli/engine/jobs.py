@@ -32,6 +32,9 @@ class Job:
     on_text: Callable[[list[Segment]], None] | None = None  # called on the engine's thread
     on_logprobs: Callable[[list], None] | None = None  # each pass's kept tokens' ``TokenLogprob``s (gen.logprobs)
     cancelled: bool = False  # set from any thread; the job ends at the next step ("cancelled")
+    # text the output may copy that the prompt holds in another spelling (a file, JSON-escaped for a
+    # tool call's arguments): drafted from as if it were in the prompt
+    sources: tuple[list[int], ...] = ()
 
 
 @dataclass

@@ -327,7 +327,9 @@ class Scheduler:
         slot.hindsight = Hindsight() if self.auto is not None else None
         if slot.index is not None:
             slot.index.begin(job.prompt)
-            slot.edits.begin(job.prompt)
+            slot.edits.begin(job.prompt, job.sources)
+            for source in job.sources:
+                slot.index.add_source(source)
         slot.ngram = NgramDrafter() if self.method == "ngram" else None
         if slot.ngram is not None:
             slot.ngram.begin(job.prompt)

@@ -141,7 +141,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
 
         handle = Handle(asyncio.get_running_loop())
         seed = body.seed if body.seed is not None else resolve_seed(None)
-        if not worker.submit(Work(handle, tokens, gen, seed)):
+        if not worker.submit(Work(handle, tokens, gen, seed, turn.sources if turn is not None else ())):
             raise ApiError(503, "the server is busy: too many requests queued", kind="server_error",
                            headers={"Retry-After": "1"})
         metrics.requests += 1
@@ -149,7 +149,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
         created = int(time.time())
         spell = Spelling(target.piece, prompter.format.new_id)
         if body.stream:
-            return StreamingResponse(_stream(handle, body, kind, rid, created, model, metrics, turn, spell),
+            return StreamingResponse(_stream(handle, body, kind, rid, created, model, metrics, turn, spell, prompter),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         text = []
         while True:
@@ -168,6 +168,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
                 break
         metrics.finished(result)
         if kind == "chat":
+            prompter.remember(turn, result)
             reply = turn.read("".join(text))
             choice = {"index": 0, "message": spell.message(reply), "finish_reason": finish_reason(result, reply),
                       "logprobs": spell.chat_logprobs(result.logprobs)}
@@ -229,7 +230,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
 
 
 async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model: str, metrics: Metrics,
-                  turn, spell: Spelling):
+                  turn, spell: Spelling, prompter):
     """Server-sent events: the text as the engine makes it final (a chat reply's tool calls as
     OpenAI's deltas: a call's index, id and name, then its arguments in pieces), the finish
     reason, the usage when asked for, then ``[DONE]``. Log-probabilities ride on the next
@@ -279,6 +280,8 @@ async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model
                         yield chunk(spell.delta(e))
                     reply = stream.reply()
                 metrics.finished(result)
+                if turn is not None:
+                    prompter.remember(turn, result)
                 yield chunk({}, "", finish_reason(result, reply), specdec=specdec_field(result))
                 if body.include_usage():
                     yield sse({"id": rid, "object": obj, "created": created, "model": model,

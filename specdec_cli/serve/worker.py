@@ -58,6 +58,7 @@ class Work:
     tokens: list[int]
     gen: object  # GenOptions, its grammar compiled
     seed: int | None
+    sources: tuple[list[int], ...] = ()  # the prompt's texts in another spelling (``Job.sources``)
 
 
 class Worker:
@@ -146,7 +147,7 @@ class Worker:
         handle = work.handle
         if handle.cancelled:
             return
-        job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen,
+        job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen, sources=work.sources,
                   on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)),
                   on_logprobs=lambda got, h=handle: h.put("logprobs", got))
         handle.job = job

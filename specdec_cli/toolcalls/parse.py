@@ -134,9 +134,9 @@ class ToolParser:
         "length")."""
         if self.state == "malformed":
             return Reply("".join(self.raw), [], self.malformed)
+        calls = [c for c in self.calls if c.name]  # a call cut before its name said nothing
         text = "".join(self.content)
-        content = text if text.strip() or not self.calls else None
-        return Reply(content, self.calls, self.malformed)
+        return Reply(text if text.strip() or not calls else None, calls)
 
     # --- the states ------------------------------------------------------------------------
     def _run(self, final: bool) -> list[Event]:
@@ -209,24 +209,24 @@ class ToolParser:
             self.calls.append(ParsedCall())
             return []
         if isinstance(part, Lit):
-            return self._literal(part.text, final)
+            return self._literal(part.text)
         if part.kind == "args":
             return self._args()
-        return self._word(part, final)
+        return self._word(part)
 
-    def _literal(self, text: str, final: bool) -> list[Event]:
+    def _literal(self, text: str) -> list[Event]:
         if self.buf.startswith(text):
             self.buf = self.buf[len(text):]
             self.plan.pop(0)
-        elif not text.startswith(self.buf) or final:
+        elif not text.startswith(self.buf):
             self._fail()
-        return []
+        return []  # else the literal may still come (or the reply was cut inside it)
 
-    def _word(self, part: Slot, final: bool) -> list[Event]:
+    def _word(self, part: Slot) -> list[Event]:
         n = 0
         while n < len(self.buf) and self.buf[n] in NAME_CHARS:
             n += 1
-        if n == len(self.buf) and not final:
+        if n == len(self.buf):
             return []  # the word may go on
         word, self.buf = self.buf[:n], self.buf[n:]
         self.plan.pop(0)
@@ -277,10 +277,9 @@ class ToolParser:
             if final and not s.close:
                 self.state = "done"
             return []
-        if not final and any(text.startswith(self.buf) for _, text in options):
-            return []
-        self._fail()
-        return []
+        if not any(text.startswith(self.buf) for _, text in options):
+            self._fail()
+        return []  # else what comes next may still tell (or the reply was cut there)
 
     def _fail(self) -> None:
         self.malformed += self.buf

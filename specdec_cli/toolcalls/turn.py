@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..engine.chat_prompt import chat_tokens
+from ..engine.chat_prompt import checked, render
 from ..engine.chat_template import TemplateRefused
 from ..engine.constraint import Grammar, compile_constraint, tokenizer_for
 from ..errors import UsageError
@@ -28,6 +28,9 @@ from .request import ToolRequest, ToolsError
 from .stream import ReplyStream, read
 
 GRAMMARS_KEPT = 32  # compiled tool grammars kept (an agent's tools, across its turns)
+TRANSCRIPTS_KEPT = 64  # answered conversations whose tokens are kept for their next turn
+SOURCE_MIN = 64  # characters of a message worth offering in its JSON spelling
+SOURCES_MAX = 32_768  # tokens of such spellings indexed per request
 
 
 @dataclass
@@ -39,6 +42,8 @@ class Turn:
     shown: frozenset[int]  # control tokens its text renders (the family's markers)
     tools: ToolRequest | None  # None, or tools the model is offered
     format: ToolFormat
+    sources: tuple[list[int], ...] = ()  # the conversation's texts as a JSON string spells them
+    text: str = ""  # the prompt as the template wrote it
 
     def stream(self) -> ReplyStream:
         return ReplyStream(self.format.syntax if self.tools else None, self.tools)
@@ -55,6 +60,7 @@ class ChatPrompter:
         self.format = format_for(model.chat_template())
         self._specials: dict[str, int] | None = None
         self._grammars: OrderedDict[str, Grammar] = OrderedDict()
+        self._transcripts: OrderedDict[str, list[int]] = OrderedDict()  # prompt + reply text -> their tokens
         self._lock = threading.Lock()
 
     def specials(self) -> dict[str, int]:
@@ -76,16 +82,19 @@ class ChatPrompter:
         offered = tools if tools is not None and tools.active else None
         convo, template_tools = self.format.prepare(messages, offered)
         try:
-            tokens = chat_tokens(self.model, convo, template_tools, n_ctx=self.n_ctx)
+            rendered = render(self.model, convo, template_tools)
         except TemplateRefused:
             if offered is None or template_tools is not None:
                 raise
             # the tools went into a system message that this template refuses (Gemma's): the first user turn
             convo, _ = self.format.prepare(messages, offered, system=False)
-            tokens = chat_tokens(self.model, convo, None, n_ctx=self.n_ctx)
+            rendered = render(self.model, convo, None)
+        tokens = self._tokens(rendered)
+        json_out = offered is not None or (text is not None and text.kind == "json_schema")
+        sources = self._escaped(messages) if json_out else ()
         if offered is None:
             grammar = self.constraint(text) if text is not None else None
-            return Turn(tokens, grammar, frozenset(), None, self.format)
+            return Turn(tokens, grammar, frozenset(), None, self.format, sources, rendered.text)
         for i, t in enumerate(offered.tools):  # each schema alone first: an error names its tool
             self._compiled(ConstraintSpec("json_schema", json.dumps(t.argument_schema()),
                                           f"tools[{i}].function.parameters"))
@@ -96,7 +105,54 @@ class ChatPrompter:
             schema = json.loads(text.source_text)
         lark = call_grammar(self.format.syntax, offered, self.specials(), schema)
         grammar = self._compiled(ConstraintSpec("grammar", lark, "tools"))
-        return Turn(tokens, grammar, frozenset(self.specials().values()), offered, self.format)
+        return Turn(tokens, grammar, frozenset(self.specials().values()), offered, self.format, sources,
+                    rendered.text)
+
+    def _tokens(self, rendered) -> list[int]:
+        """The prompt's tokens. Where it begins with the text of a conversation this server
+        answered (its prompt and its reply, as the client sends them back), those are the
+        very tokens it generated, and only the rest is tokenized: a reply's tokens are not
+        always the ones its text tokenizes to (``\\n`` then ``def`` where the tokenizer makes
+        ``\\`` then ``ndef``), and a prompt tokenized afresh would leave the cache at the
+        first such place and read the rest of the reply again."""
+        with self._lock:
+            hit = max((t for t in self._transcripts if rendered.text.startswith(t)), key=len, default=None)
+            head = self._transcripts[hit] if hit is not None else None
+            if hit is not None:
+                self._transcripts.move_to_end(hit)
+        if head is None:
+            return checked(rendered.tokens(self.model), self.n_ctx)
+        return checked(head + rendered.tokens(self.model, start=len(hit)), self.n_ctx)
+
+    def remember(self, turn: Turn, result) -> None:
+        """A finished reply to ``turn``: its text and tokens, for the turn that sends it back."""
+        if not turn.text or result.stats.stop_reason not in ("eog", "grammar") or not result.tokens:
+            return
+        with self._lock:
+            self._transcripts[turn.text + result.text] = turn.tokens + result.tokens
+            while len(self._transcripts) > TRANSCRIPTS_KEPT:
+                self._transcripts.popitem(last=False)
+
+    def _escaped(self, messages: list[dict]) -> tuple[list[int], ...]:
+        """The messages' texts as they read inside a JSON string, where that differs (newlines,
+        quotes, backslashes), as tokens: a tool call's arguments or a JSON reply copy a file the
+        user gave or a tool returned in that spelling, which the prompt's own tokens never
+        match after the first line."""
+        out = []
+        budget = SOURCES_MAX
+        for m in messages:
+            text = m.get("content")
+            if not isinstance(text, str) or len(text) < SOURCE_MIN:
+                continue
+            escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+            if escaped == text:
+                continue
+            tokens = self.model.tokenize(escaped, add_special=False, parse_special=False)
+            out.append(tokens[:budget])
+            budget -= len(out[-1])
+            if budget <= 0:
+                break
+        return tuple(out)
 
     def constraint(self, spec: ConstraintSpec) -> Grammar:
         """A text constraint (``response_format``, a ``--batch`` line's schema), compiled for

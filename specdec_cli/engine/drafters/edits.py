@@ -128,9 +128,11 @@ class EditTracker:
         self.begin([])
 
     # --- driving it ---------------------------------------------------------------------------
-    def begin(self, prompt: list[int]) -> None:
-        """A new source; learned rules are kept, the alignment starts over."""
-        self.src = list(prompt)
+    def begin(self, prompt: list[int], extra: tuple[list[int], ...] = ()) -> None:
+        """A new source: the prompt, then ``extra`` (text the prompt holds in another spelling);
+        learned rules are kept, the alignment starts over."""
+        self.n_prompt = len(prompt)
+        self.src = list(prompt) + [t for doc in extra for t in doc]
         self._pairs, self._skips = _index(self.src, 1), _index(self.src, 2)
         self.out: list[int] = []
         self._restart()
@@ -148,11 +150,11 @@ class EditTracker:
     def update(self, history: list[int]) -> None:
         """Same from prompt + output, as drafters are given it: takes the tokens not seen yet.
         A history shorter than before (rolled back) keeps the rules and restarts the alignment."""
-        seen = len(self.src) + len(self.out)
+        seen = self.n_prompt + len(self.out)
         if len(history) < seen:
-            self.out = list(history[len(self.src) :])
+            self.out = list(history[self.n_prompt :])
             self._restart()
-        self.extend(history[max(seen, len(self.src)) :])
+        self.extend(history[max(seen, self.n_prompt) :])
 
     @property
     def aligned(self) -> bool:

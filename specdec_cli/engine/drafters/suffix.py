@@ -144,6 +144,10 @@ class SuffixIndex:
                 self._shared.add_all(outputs[k])
         self._shared_keys = keys
 
+    def add_source(self, tokens: list[int]) -> None:
+        """Index ``tokens`` for this generation as if the prompt held them too (until ``begin``)."""
+        self._local.add_all(tokens)
+
     def extend(self, history: list[int]) -> None:
         """Index every context of ``history`` whose continuation is known."""
         for end in range(max(1, self._indexed), len(history)):
