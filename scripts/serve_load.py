@@ -1,6 +1,7 @@
 """Load on `specdec serve`: many concurrent requests, none lost, and the server's memory across them.
 
     python3 scripts/serve_load.py -t T [-d D | --default] [--parallel 4] [--requests 200] [--concurrency 32] [-n 32]
+    python3 scripts/serve_load.py -t T --default --tools --requests 200 --concurrency 16 -n 64
 
 With neither -d nor --default the server runs the target alone (--no-draft); --default runs
 `specdec serve -t T` as a user does (auto, with a draft found beside the target), so two runs,
@@ -8,7 +9,9 @@ one with --default and one without, compare speculation under load with the targ
 
 Starts the server (its own command line, as a user would), waits for /health, then sends
 ``--requests`` chat completions, ``--concurrency`` at a time, half of them streamed, each prompt
-different. Every answer must finish (``finish_reason`` set, usage counted); a 503 (queue full)
+different; with ``--tools`` every request offers two function tools, a third of them each with
+``tool_choice`` auto, required and a named tool, and every call it gets back must name a tool
+and carry arguments that parse. Every answer must finish (``finish_reason`` set, usage counted); a 503 (queue full)
 is retried after its Retry-After, and counted. The server's resident memory (RSS, with psutil)
 is read after a warm-up of ``--concurrency`` requests and again after all of them: a leak of
 cells, sequences or buffers per request shows as growth between the two.
@@ -34,14 +37,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: list[int]) -> dict:
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "convert", "description": "Convert an amount between units.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "amount": {"type": "number"}, "from_unit": {"type": "string"},
+                                          "to_unit": {"type": "string"}}, "required": ["amount", "from_unit", "to_unit"]}}},
+]
+CHOICES = ["auto", "required", {"type": "function", "function": {"name": "convert"}}]
+CITIES = ["Paris", "Oslo", "Lima", "Kyoto", "Cairo", "Quito", "Perth", "Dakar"]
+
+
+def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: list[int], tools: bool = False) -> dict:
+    ask = (f"Request {i}: what is the weather in {CITIES[i % len(CITIES)]}, and what is {i} miles in km?" if tools
+           else f"Request {i}: list {3 + i % 5} facts about the number {i}.")
     body = {
         "model": "specdec",
-        "messages": [{"role": "user", "content": f"Request {i}: list {3 + i % 5} facts about the number {i}."}],
+        "messages": [{"role": "user", "content": ask}],
         "max_tokens": n,
         "temperature": 0,
         "stream": stream,
     }
+    if tools:
+        body["tools"], body["tool_choice"] = TOOLS, CHOICES[i % len(CHOICES)]
     if stream:
         body["stream_options"] = {"include_usage": True}
     while True:
@@ -53,7 +72,10 @@ def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: lis
                 continue
             r.raise_for_status()
             data = r.json()
-            return {"finish": data["choices"][0]["finish_reason"], "tokens": data["usage"]["completion_tokens"]}
+            calls = [(c["function"]["name"], c["function"]["arguments"])
+                     for c in data["choices"][0]["message"].get("tool_calls") or []]
+            return {"finish": data["choices"][0]["finish_reason"], "tokens": data["usage"]["completion_tokens"],
+                    "calls": calls}
         with client.stream("POST", "/v1/chat/completions", json=body) as r:
             if r.status_code == 503:
                 retries.append(i)
@@ -61,7 +83,7 @@ def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: lis
                 time.sleep(float(r.headers.get("retry-after", "1")))
                 continue
             r.raise_for_status()
-            finish, tokens, done = None, None, False
+            finish, tokens, done, calls = None, None, False, {}
             for line in r.iter_lines():
                 if not line.startswith("data: "):
                     continue
@@ -71,9 +93,13 @@ def one_request(client: httpx.Client, i: int, n: int, stream: bool, retries: lis
                 chunk = json.loads(line[6:])
                 for c in chunk.get("choices", []):
                     finish = c.get("finish_reason") or finish
+                    for d in (c.get("delta") or {}).get("tool_calls") or []:
+                        name, args = calls.get(d["index"], ("", ""))
+                        fn = d.get("function") or {}
+                        calls[d["index"]] = (name + (fn.get("name") or ""), args + (fn.get("arguments") or ""))
                 if chunk.get("usage"):
                     tokens = chunk["usage"]["completion_tokens"]
-            return {"finish": finish if done else None, "tokens": tokens}
+            return {"finish": finish if done else None, "tokens": tokens, "calls": [calls[k] for k in sorted(calls)]}
 
 
 def main() -> int:
@@ -85,6 +111,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("-n", "--max-tokens", type=int, default=32)
+    ap.add_argument("--tools", action="store_true", help="every request offers two tools (tool_choice varied)")
     args = ap.parse_args()
 
     port = free_port()
@@ -120,7 +147,8 @@ def main() -> int:
                         if i is None:
                             return
                         try:
-                            res = one_request(c, i, args.max_tokens, stream=i % 2 == 1, retries=retries)
+                            res = one_request(c, i, args.max_tokens, stream=i % 2 == 1, retries=retries,
+                                              tools=args.tools)
                         except Exception as exc:  # counted, not raised: the point is how many are lost
                             with lock:
                                 errors.append(f"{i}: {exc!r}")
@@ -148,18 +176,30 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             server.kill()
 
-    finished = [r for r in results.values() if r["finish"] in ("stop", "length")]
+    finished = [r for r in results.values() if r["finish"] in ("stop", "length", "tool_calls")]
+    calls = [c for r in results.values() if r["finish"] == "tool_calls" for c in r["calls"]]  # not cut by -n
+    bad = [c for c in calls if c[0] not in {t["function"]["name"] for t in TOOLS} or not _parses(c[1])]
     mib = 1 << 20
     print(f"{args.requests} requests, {args.concurrency} at once, --parallel {args.parallel}, -n {args.max_tokens}: "
           f"{len(finished)} finished, {len(errors)} errors, {len(retries)} retried after a 503, {wall:.1f} s")
     print(f"server RSS: at start {rss_start / mib:.1f} MiB, after {args.concurrency} requests "
           f"{(rss_warm[0] if rss_warm else float('nan')) / mib:.1f} MiB, after {args.requests} {rss_end / mib:.1f} MiB")
+    if args.tools:
+        by = {f: sum(r["finish"] == f for r in results.values()) for f in ("tool_calls", "stop", "length")}
+        print(f"tool calls: {len(calls)} in all, {len(bad)} that do not parse or name no tool; finish reasons {by}")
     for line in metrics.splitlines():
         if line.startswith(("specdec_requests_total", "specdec_requests_finished_total", "specdec_sequences_per_pass", "specdec_queue_length")):
             print("  " + line)
     for e in errors[:5]:
         print("error", e, file=sys.stderr)
-    return 0 if len(finished) == args.requests else 1
+    return 0 if len(finished) == args.requests and not bad else 1
+
+
+def _parses(arguments: str) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

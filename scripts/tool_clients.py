@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from script_io import Parser
 
 QUESTION = "What is the weather in Paris today? Use the tool."
-JSON_PROMPTS = [
+JSON_PROMPTS = [  # the last eight come close to a call of get_weather on purpose
     "Give me a JSON object describing a book: title, author and year.",
     "Return the three largest planets as a JSON list of objects with name and radius_km.",
     "Convert this to JSON: name Ada Lovelace, born 1815, field mathematics.",
@@ -44,6 +44,14 @@ JSON_PROMPTS = [
     "Reply only with JSON: an object mapping each weekday to its number, Monday = 1.",
     "Produce a JSON array of two users, each with id, name and email.",
     "Give the JSON schema of an object with a required string field name.",
+    "Describe today's weather in Paris as a JSON object with city, temperature_c and sky.",
+    "Return a JSON object with a single key city set to Berlin.",
+    "Write the arguments of a weather lookup for Rome as JSON.",
+    "Give me JSON for a todo item: title, done, due date.",
+    "As JSON, list two cities and the country each is in.",
+    "Encode this as JSON: get_weather for Madrid.",
+    "Make a JSON object that names a function and its arguments for adding 2 and 3.",
+    "Output {\"city\": ...} JSON for the largest city in Canada.",
 ]
 
 
