@@ -124,13 +124,19 @@ def session(url: str, k: int, turns: int, n: int) -> list[dict]:
     return out
 
 
-def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log) -> dict:
+def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log, play=None, warm_up=None) -> dict:
+    """Start one system, run ``sessions`` conversations at once (``play(url, k, turns, n)``: one
+    session's turns, this script's coding sessions by default), stop it; every turn's figures."""
+    play = play or session
     server = Server(label, cmd, log)
     try:
-        stream_turn(server.url, [{"role": "user", "content": "Hello"}], 2)  # warm-up, and a calibration on first use
+        if warm_up is not None:
+            warm_up(server.url)
+        else:  # warm-up, and a calibration on first use
+            stream_turn(server.url, [{"role": "user", "content": "Hello"}], 2)
         results: list[list[dict]] = [[] for _ in range(sessions)]
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=lambda k=k: results[k].extend(session(server.url, k, turns, n)))
+        threads = [threading.Thread(target=lambda k=k: results[k].extend(play(server.url, k, turns, n)))
                    for k in range(sessions)]
         for th in threads:
             th.start()
@@ -143,27 +149,39 @@ def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log) -> 
     return {"label": label, "wall": wall, "turns": flat, "n_gen": sum(x["n_gen"] for x in flat)}
 
 
-def main() -> int:
-    ap = Parser(description=__doc__.splitlines()[0])
+def loop_parser(description: str, max_tokens: int, log: str) -> Parser:
+    """The options every agent-loop script takes."""
+    ap = Parser(description=description)
     ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
     ap.add_argument("--sessions", type=int, default=2)
     ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("-n", "--max-tokens", type=int, default=400)
+    ap.add_argument("-n", "--max-tokens", type=int, default=max_tokens)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--log", default="/tmp/agent_loop.log", help="the servers' output")
-    args = ap.parse_args()
+    ap.add_argument("--log", default=log, help="the servers' output")
+    return ap
+
+
+def alternating(systems: list[tuple[str, str]], rounds: int):
+    """(round, label, command) for every system each round, the order reversed every other round
+    (the machine drifts by +-10% over minutes)."""
+    for r in range(rounds):
+        for label, cmd in (systems if r % 2 == 0 else systems[::-1]):
+            yield r, label, cmd
+
+
+def main() -> int:
+    args = loop_parser(__doc__.splitlines()[0], 400, "/tmp/agent_loop.log").parse_args()
     systems = [tuple(s.split("::", 1)) for s in args.system]
     runs: list[dict] = []
     with open(args.log, "w") as log:
-        for r in range(args.rounds):
-            for label, cmd in (systems if r % 2 == 0 else systems[::-1]):
-                res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log)
-                res["round"] = r
-                runs.append(res)
-                later = [x["ttft"] for x in res["turns"] if x["turn"] > 0 and x["ttft"] is not None]
-                print(f"round {r} {label:<20} wall {res['wall']:8.2f} s  tokens {res['n_gen']:5d}  "
-                      f"ttft (turn 2+) median {statistics.median(later) if later else float('nan'):6.2f} s", flush=True)
+        for r, label, cmd in alternating(systems, args.rounds):
+            res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log)
+            res["round"] = r
+            runs.append(res)
+            later = [x["ttft"] for x in res["turns"] if x["turn"] > 0 and x["ttft"] is not None]
+            print(f"round {r} {label:<20} wall {res['wall']:8.2f} s  tokens {res['n_gen']:5d}  "
+                  f"ttft (turn 2+) median {statistics.median(later) if later else float('nan'):6.2f} s", flush=True)
     print()
     print(f"{'system':<20} {'wall s (mean)':>14} {'tokens':>7} " +
           " ".join(f"{'t' + str(t) + ' ttft':>8} {'t' + str(t) + ' total':>9}" for t in range(args.turns)))

@@ -27,12 +27,10 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import threading
 import time
 
 import httpx
-from agent_loop import Server
-from script_io import Parser
+from agent_loop import alternating, loop_parser, run_system
 
 TOOL = {"type": "function", "function": {
     "name": "write_file", "description": "Write a file: its whole new content replaces the old.",
@@ -223,46 +221,18 @@ def session(url: str, k: int, turns: int, n: int) -> list[dict]:
     return out
 
 
-def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log) -> dict:
-    server = Server(label, cmd, log)
-    try:
-        stream_turn(server.url, [{"role": "user", "content": "Write hello.py printing hello."}], 40)  # warm-up
-        results: list[list[dict]] = [[] for _ in range(sessions)]
-        t0 = time.perf_counter()
-        threads = [threading.Thread(target=lambda k=k: results[k].extend(session(server.url, k, turns, n)))
-                   for k in range(sessions)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        wall = time.perf_counter() - t0
-    finally:
-        server.stop()
-    flat = [x for r in results for x in r]
-    return {"label": label, "wall": wall, "turns": flat, "n_gen": sum(x["n_gen"] for x in flat),
-            "n_valid": sum(x["valid"] for x in flat)}
-
-
 def main() -> int:
-    ap = Parser(description=__doc__.splitlines()[0])
-    ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
-    ap.add_argument("--sessions", type=int, default=2)
-    ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("-n", "--max-tokens", type=int, default=1000)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--log", default="/tmp/tool_loop.log", help="the servers' output")
-    args = ap.parse_args()
+    args = loop_parser(__doc__.splitlines()[0], 1000, "/tmp/tool_loop.log").parse_args()
     systems = [tuple(s.split("::", 1)) for s in args.system]
     runs: list[dict] = []
+    warm = lambda url: stream_turn(url, [{"role": "user", "content": "Write hello.py printing hello."}], 40)  # noqa: E731
     with open(args.log, "w") as log:
-        for r in range(args.rounds):
-            for label, cmd in (systems if r % 2 == 0 else systems[::-1]):
-                res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log)
-                res["round"] = r
-                runs.append(res)
-                print(f"round {r} {label:<22} wall {res['wall']:8.2f} s  valid calls {res['n_valid']}/"
-                      f"{len(res['turns'])}  tokens {res['n_gen']:5d}", flush=True)
+        for r, label, cmd in alternating(systems, args.rounds):
+            res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log, session, warm)
+            res["round"], res["n_valid"] = r, sum(x["valid"] for x in res["turns"])
+            runs.append(res)
+            print(f"round {r} {label:<22} wall {res['wall']:8.2f} s  valid calls {res['n_valid']}/"
+                  f"{len(res['turns'])}  tokens {res['n_gen']:5d}", flush=True)
     print()
     print(f"{'system':<22} {'valid':>7} {'wall s (mean)':>14} {'tokens':>7} " +
           " ".join(f"{'t' + str(t) + ' first':>8} {'t' + str(t) + ' total':>9}" for t in range(args.turns)))

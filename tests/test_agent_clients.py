@@ -12,7 +12,7 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from test_serve import EXACT, Server
+from test_serve_tools import server  # noqa: F401  (the tiny target with Qwen2.5's template, served)
 
 openai = pytest.importorskip("openai")
 
@@ -30,14 +30,6 @@ class ClosedWeather(Weather):
     left free to add keys adds them until the budget runs out."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-@pytest.fixture(scope="module")
-def server(tiny_tool_target, tiny_tool_draft):
-    srv = Server("-t", tiny_tool_target, "-d", tiny_tool_draft, *EXACT, "--ctx", "2048", "--parallel", "4",
-                 "-n", "120")
-    yield srv
-    srv.stop()
 
 
 def test_openai_agents_function_tool_round_trip(server):

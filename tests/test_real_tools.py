@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from test_serve import Server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
