@@ -18,7 +18,7 @@ from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import PromptItem, decode_text, read_batch, read_prompt
 from .batch import run_batch
 from .loading import PairRequest, check_temperature, open_engine, plan_pair
-from .structured import check_before_load, grammars_for, item_specs, item_tools, unmet
+from .structured import check_before_load, grammars_for, item_specs, unmet
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,7 @@ def run_request(req: RunRequest) -> int:
     plan = plan_pair(req, follow_bench=not req.explain_divergence)
     if req.explain_divergence and plan.drafter is None:
         raise UsageError("--explain-divergence needs a draft to compare against", hint="pass --draft or --pair")
-    check_before_load(req.constraint, items, plan.method.value, chat=req.chat)
-    tools = item_tools(items, req.chat)
+    tools = check_before_load(req.constraint, items, plan.method.value, chat=req.chat)
     n_seq = _parallel_limit(plan, req, len(items)) if req.batch is not None else 1
     prompting = _Prompting(req.chat, system)
     prompts: list[list[int]] = []  # --batch: every prompt's tokens, read before the caches are sized

@@ -46,26 +46,27 @@ def item_tools(items, chat: bool) -> list:
     return out
 
 
-def check_before_load(spec: ConstraintSpec | None, items, method: str | None, chat: bool = False) -> None:
+def check_before_load(spec: ConstraintSpec | None, items, method: str | None, chat: bool = False) -> list:
     """Every constraint compiled (one line and exit 2 for a broken one), every line's tools
     read, and both refused where the drafting method cannot honour a grammar, before any
-    model loads."""
+    model loads; each line's tools (``item_tools``)."""
     from ..engine.constraint import compile_constraint
 
     specs = [s for s in [spec, *item_specs(items)] if s is not None]
-    tools = [t for t in item_tools(items, chat) if t is not None and t.active]
-    if tools and method not in CONSTRAINABLE:
+    per_line = item_tools(items, chat)
+    if any(t is not None and t.active for t in per_line) and method not in CONSTRAINABLE:
         raise UsageError(f"tools cannot be combined with --method {method}: its drafts are made "
                          "from hidden states a forced token never went through",
                          hint="use --method auto (the default), draft or ngram, or --no-draft")
     if not specs:
-        return
+        return per_line
     if method not in CONSTRAINABLE:
         raise UsageError(f"{specs[0].origin} cannot be combined with --method {method}: its drafts are made "
                          "from hidden states a forced token never went through",
                          hint="use --method auto (the default), draft or ngram, or --no-draft")
     for s in specs:
         compile_constraint(s)
+    return per_line
 
 
 def grammars_for(engine, spec: ConstraintSpec | None, items) -> tuple[object | None, list[object | None]]:

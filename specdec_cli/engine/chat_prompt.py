@@ -35,6 +35,18 @@ class Rendered:
     pieces: list[tuple[str, int | None]]
     spelled: bool  # some of the request's strings spell control tokens (the pieces decide)
 
+    def controls_before(self, end: int) -> tuple[int, ...]:
+        """Where the control tokens the template wrote start, up to ``end``: the structure a text
+        prefix must share before another rendering's tokens may stand for it."""
+        out, at = [], 0
+        for text, control in self.pieces:
+            if at >= end:
+                break
+            if control is not None:
+                out.append(at)
+            at += len(text)
+        return tuple(out)
+
     def tokens(self, model: Model, start: int = 0) -> list[int]:
         """The tokens of ``text[start:]`` (``start`` inside a text piece or at a boundary)."""
         if start == 0 and not self.spelled:  # the plain path: exactly llama-server's tokens

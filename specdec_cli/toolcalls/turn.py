@@ -44,6 +44,7 @@ class Turn:
     format: ToolFormat
     sources: tuple[list[int], ...] = ()  # the conversation's texts as a JSON string spells them
     text: str = ""  # the prompt as the template wrote it
+    controls: tuple[int, ...] = ()  # where in ``text`` the template's control tokens start
 
     def stream(self) -> ReplyStream:
         return ReplyStream(self.format.syntax if self.tools else None, self.tools)
@@ -60,7 +61,8 @@ class ChatPrompter:
         self.format = format_for(model.chat_template())
         self._specials: dict[str, int] | None = None
         self._grammars: OrderedDict[str, Grammar] = OrderedDict()
-        self._transcripts: OrderedDict[str, list[int]] = OrderedDict()  # prompt + reply text -> their tokens
+        # prompt + reply text -> (their tokens, where the prompt's control tokens are)
+        self._transcripts: OrderedDict[str, tuple[list[int], tuple[int, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def specials(self) -> dict[str, int]:
@@ -94,7 +96,8 @@ class ChatPrompter:
         sources = self._escaped(messages) if json_out else ()
         if offered is None:
             grammar = self.constraint(text) if text is not None else None
-            return Turn(tokens, grammar, frozenset(), None, self.format, sources, rendered.text)
+            return Turn(tokens, grammar, frozenset(), None, self.format, sources, rendered.text,
+                        rendered.controls_before(len(rendered.text)))
         for i, t in enumerate(offered.tools):  # each schema alone first: an error names its tool
             self._compiled(ConstraintSpec("json_schema", json.dumps(t.argument_schema()),
                                           f"tools[{i}].function.parameters"))
@@ -106,7 +109,7 @@ class ChatPrompter:
         lark = call_grammar(self.format.syntax, offered, self.specials(), schema)
         grammar = self._compiled(ConstraintSpec("grammar", lark, "tools"))
         return Turn(tokens, grammar, frozenset(self.specials().values()), offered, self.format, sources,
-                    rendered.text)
+                    rendered.text, rendered.controls_before(len(rendered.text)))
 
     def _tokens(self, rendered) -> list[int]:
         """The prompt's tokens. Where it begins with the text of a conversation this server
@@ -114,22 +117,39 @@ class ChatPrompter:
         very tokens it generated, and only the rest is tokenized: a reply's tokens are not
         always the ones its text tokenizes to (``\\n`` then ``def`` where the tokenizer makes
         ``\\`` then ``ndef``), and a prompt tokenized afresh would leave the cache at the
-        first such place and read the rest of the reply again."""
+        first such place and read the rest of the reply again. The prefix must hold the
+        template's control tokens where the answered prompt held them: text that merely spells
+        an answered conversation (markers and all) inside a message gets no tokens of it."""
         with self._lock:
-            hit = max((t for t in self._transcripts if rendered.text.startswith(t)), key=len, default=None)
-            head = self._transcripts[hit] if hit is not None else None
-            if hit is not None:
-                self._transcripts.move_to_end(hit)
+            best = None
+            for text, (_, controls) in self._transcripts.items():
+                if (best is None or len(text) > len(best)) and rendered.text.startswith(text) \
+                        and rendered.controls_before(len(text)) == controls:
+                    best = text
+            if best is None:
+                head = None
+            else:
+                head = self._transcripts[best][0]
+                self._transcripts.move_to_end(best)
         if head is None:
             return checked(rendered.tokens(self.model), self.n_ctx)
-        return checked(head + rendered.tokens(self.model, start=len(hit)), self.n_ctx)
+        return checked(head + rendered.tokens(self.model, start=len(best)), self.n_ctx)
 
     def remember(self, turn: Turn, result) -> None:
         """A finished reply to ``turn``: its text and tokens, for the turn that sends it back."""
         if not turn.text or result.stats.stop_reason not in ("eog", "grammar") or not result.tokens:
             return
+        controls = list(turn.controls)  # and the control tokens the reply showed (a family's markers)
+        if turn.shown:
+            ids = set(self.model.control_tokens().values())
+            piece = self.model.piece_showing(turn.shown)
+            written = b""
+            for t in result.tokens:
+                if t in ids and t in turn.shown:
+                    controls.append(len(turn.text) + len(written.decode("utf-8", errors="replace")))
+                written += piece(t)
         with self._lock:
-            self._transcripts[turn.text + result.text] = turn.tokens + result.tokens
+            self._transcripts[turn.text + result.text] = (turn.tokens + result.tokens, tuple(controls))
             while len(self._transcripts) > TRANSCRIPTS_KEPT:
                 self._transcripts.popitem(last=False)
 
