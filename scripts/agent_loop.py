@@ -162,6 +162,23 @@ def loop_parser(description: str, max_tokens: int, log: str) -> Parser:
     return ap
 
 
+def turn_columns(n_turns: int, first: str) -> str:
+    """The header of the per-turn columns: the median time to ``first`` (what the turn's first
+    streamed piece is called) and the median time of each turn."""
+    return " ".join(f"{'t' + str(t) + ' ' + first:>8} {'t' + str(t) + ' total':>9}" for t in range(n_turns))
+
+
+def turn_cells(turns: list[dict], n_turns: int, key: str) -> str:
+    """Those columns for one system's turns, ``key`` naming the time to the first piece."""
+    cells = []
+    for t in range(n_turns):
+        ts = [x for x in turns if x["turn"] == t]
+        firsts = [x[key] for x in ts if x[key] is not None]
+        cells.append(f"{statistics.median(firsts) if firsts else float('nan'):8.2f} "
+                     f"{statistics.median(x['total'] for x in ts):9.2f}")
+    return " ".join(cells)
+
+
 def alternating(systems: list[tuple[str, str]], rounds: int):
     """(round, label, command) for every system each round, the order reversed every other round
     (the machine drifts by +-10% over minutes)."""
@@ -183,19 +200,12 @@ def main() -> int:
             print(f"round {r} {label:<20} wall {res['wall']:8.2f} s  tokens {res['n_gen']:5d}  "
                   f"ttft (turn 2+) median {statistics.median(later) if later else float('nan'):6.2f} s", flush=True)
     print()
-    print(f"{'system':<20} {'wall s (mean)':>14} {'tokens':>7} " +
-          " ".join(f"{'t' + str(t) + ' ttft':>8} {'t' + str(t) + ' total':>9}" for t in range(args.turns)))
+    print(f"{'system':<20} {'wall s (mean)':>14} {'tokens':>7} " + turn_columns(args.turns, "ttft"))
     for label, _ in systems:
         mine = [x for x in runs if x["label"] == label]
         turns = [t for x in mine for t in x["turns"]]
-        cells = []
-        for t in range(args.turns):
-            ts = [x for x in turns if x["turn"] == t]
-            ttfts = [x["ttft"] for x in ts if x["ttft"] is not None]
-            cells.append(f"{statistics.median(ttfts) if ttfts else float('nan'):8.2f} "
-                         f"{statistics.median(x['total'] for x in ts):9.2f}")
         print(f"{label:<20} {statistics.mean(x['wall'] for x in mine):14.2f} "
-              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + " ".join(cells))
+              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + turn_cells(turns, args.turns, "ttft"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "runs": runs}, f, indent=1)

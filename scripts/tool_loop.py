@@ -30,7 +30,7 @@ import sys
 import time
 
 import httpx
-from agent_loop import alternating, loop_parser, run_system
+from agent_loop import alternating, loop_parser, run_system, turn_cells, turn_columns
 
 TOOL = {"type": "function", "function": {
     "name": "write_file", "description": "Write a file: its whole new content replaces the old.",
@@ -234,20 +234,13 @@ def main() -> int:
             print(f"round {r} {label:<22} wall {res['wall']:8.2f} s  valid calls {res['n_valid']}/"
                   f"{len(res['turns'])}  tokens {res['n_gen']:5d}", flush=True)
     print()
-    print(f"{'system':<22} {'valid':>7} {'wall s (mean)':>14} {'tokens':>7} " +
-          " ".join(f"{'t' + str(t) + ' first':>8} {'t' + str(t) + ' total':>9}" for t in range(args.turns)))
+    print(f"{'system':<22} {'valid':>7} {'wall s (mean)':>14} {'tokens':>7} " + turn_columns(args.turns, "first"))
     for label, _ in systems:
         mine = [x for x in runs if x["label"] == label]
         turns = [t for x in mine for t in x["turns"]]
-        cells = []
-        for t in range(args.turns):
-            ts = [x for x in turns if x["turn"] == t]
-            firsts = [x["first"] for x in ts if x["first"] is not None]
-            cells.append(f"{statistics.median(firsts) if firsts else float('nan'):8.2f} "
-                         f"{statistics.median(x['total'] for x in ts):9.2f}")
         print(f"{label:<22} {sum(x['n_valid'] for x in mine):3d}/{len(turns):<3d} "
               f"{statistics.mean(x['wall'] for x in mine):14.2f} "
-              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + " ".join(cells))
+              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + turn_cells(turns, args.turns, "first"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "runs": runs}, f, indent=1)
