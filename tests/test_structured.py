@@ -113,6 +113,21 @@ def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine,
     assert len(fixed) > 20, fixed
 
 
+def masked_law(eng, prompt: list[int], grammar) -> tuple[list[int], dict[int, float]]:
+    """The tokens ``grammar`` forces after ``prompt``, and the law of the next one at temperature 1:
+    the target's logits there, masked to what the grammar allows."""
+    cons = eng.constraint(grammar)
+    opening = cons.forced_tokens()
+    ctx = eng.target_ctx
+    ctx.kv_clear()
+    ctx.decode(prompt + opening, 0, outputs="last")
+    logits = np.array(ctx.logits(-1))
+    cons.consume(opening)
+    cons.mask(logits)
+    ids, probs = Sampler(SamplingParams(temp=1.0, top_k=0, top_p=1.0)).distribution(logits)
+    return opening, {int(t): float(p) for t, p in zip(ids, probs)}
+
+
 def test_sampled_first_tokens_follow_the_masked_target(tiny_target, tiny_draft):
     """At temperature 1 the first token of an enum's value is drawn from the target's distribution
     restricted to what the grammar allows, with drafts in play."""
@@ -123,17 +138,7 @@ def test_sampled_first_tokens_follow_the_masked_target(tiny_target, tiny_draft):
         eng.set_costs(gpu_like(0.02))
         grammar = _grammar(eng, schema)
         prompt = eng.tokenize_prompt("hello world this is the cat and the dog")
-        # the law: the target's logits after the prompt and the forced opening quote, masked
-        cons = eng.constraint(grammar)
-        opening = cons.forced_tokens()
-        ctx = eng.target_ctx
-        ctx.kv_clear()
-        ctx.decode(prompt + opening, 0, outputs="last")
-        logits = np.array(ctx.logits(-1))
-        cons.consume(opening)
-        cons.mask(logits)
-        ids, probs = Sampler(SamplingParams(temp=1.0, top_k=0, top_p=1.0)).distribution(logits)
-        law = {int(t): float(p) for t, p in zip(ids, probs)}
+        opening, law = masked_law(eng, prompt, grammar)  # the opening quote, and what may follow it
         n = 800
         seen: Counter = Counter()
         for seed in range(n):

@@ -9,16 +9,16 @@ import json
 from collections import Counter
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.scheduler import Job
-from specdec_cli.engine.verify import Sampler, SamplingParams
+from specdec_cli.engine.verify import SamplingParams
 from specdec_cli.toolcalls.request import read_tools
 from specdec_cli.toolcalls.turn import ChatPrompter
 from test_auto import gpu_like
 from test_exact_sampling import chi_square
+from test_structured import masked_law
 
 EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
 WRITE = {"type": "function", "function": {"name": "write_file", "parameters": {
@@ -79,16 +79,8 @@ def test_sampled_first_choice_of_a_call_follows_the_masked_target(tiny_tool_targ
         prompter = ChatPrompter(eng.target_model, eng.n_ctx_seq)
         turn = prompter.turn([{"role": "user", "content": "hello world this is the cat"}],
                              read_tools([KIND], {"type": "function", "function": {"name": "pick"}}))
-        cons = eng.constraint(turn.grammar)
-        opening = cons.forced_tokens()  # <tool_call>\n{"name": "pick", "arguments": {"kind": "
-        ctx = eng.target_ctx
-        ctx.kv_clear()
-        ctx.decode(turn.tokens + opening, 0, outputs="last")
-        logits = np.array(ctx.logits(-1))
-        cons.consume(opening)
-        cons.mask(logits)
-        ids, probs = Sampler(SamplingParams(temp=1.0, top_k=0, top_p=1.0)).distribution(logits)
-        law = {int(t): float(p) for t, p in zip(ids, probs)}
+        # <tool_call>\n{"name": "pick", "arguments": {"kind": " forced, then the kind's first token
+        opening, law = masked_law(eng, turn.tokens, turn.grammar)
         n = 600
         seen: Counter = Counter()
         for seed in range(n):
