@@ -5,22 +5,40 @@ sends back a tool result (a failing test, a rename request) and asks for the who
 so every turn resends the conversation so far and the answer rewrites text an earlier answer
 wrote, which is the shape of an agent editing code. K sessions run at once (threads), greedy.
 
-    python3 scripts/agent_loop.py --rounds 2 --sessions 2 --turns 3 -n 400 \\
-        --system "llama-2::llama-server -m T -np 2 -c 8192 --port {port} -t 2" \\
-        --system "llama-2-ngram16::llama-server -m T -np 2 -c 8192 --port {port} -t 2 --spec-type ngram-mod ..." \\
+Two shapes of traffic:
+
+- **fixed** (the default): every answer is cut at ``-n`` tokens (400), so the sessions' turns
+  start close together, in phase.
+- **out of phase** (``--natural``): answers end where the model ends them (``-n`` is only a
+  ceiling, 2048 unless given), session k starts ``k * --stagger`` seconds late, and each session
+  waits a while between turns, as a tool runs (up to ``--think`` seconds, the same pseudo-random
+  pauses for every system), so one session's next turn arrives while another is still writing.
+  This is where a server's time to first token shows: the new turn must be read beside a
+  neighbour that decodes.
+
+``--tasks holdout`` runs another set of sessions (other languages and files, other edits), kept
+out of every tuning of specdec: a figure from it was not shaped by it. ``--sessions 4`` runs four
+sessions, each with its own task.
+
+    python3 scripts/agent_loop.py --rounds 2 --sessions 2 --turns 3 --natural --tasks holdout \\
+        --system "llama-2::llama-server -m T -np 2 -c 16384 --port {port} -t 2" \\
+        --system "llama-2-ngram16::llama-server -m T -np 2 -c 16384 --port {port} -t 2 --spec-type ngram-mod ..." \\
         --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port}" --json out.json
 
 Every system is a command line with ``{port}``: the script starts it, waits for /health, runs the
 sessions, and stops it (SIGINT, then SIGKILL after 60 s). The order of the systems reverses every
 other round, since the machine drifts by +-10% over minutes. Reported per system: the median time
 to first token of each turn (from the request to the first content chunk), the median time of each
-turn, the wall time of all sessions, and the tokens generated (from the usage chunk).
+turn, the wall time of all sessions, the tokens generated (from the usage chunk), and the median
+time to first token from the second turn on (the turns that arrive while others decode).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import random
 import shlex
 import signal
 import socket
@@ -47,6 +65,35 @@ TOOL_TURNS = [
     "Tool output (review): rename the main class or dataclass to carry a `Stock` or `Text` prefix everywhere, "
     "and add one more method of your choice. Output the whole file again.",
 ]
+TASKS += [  # sessions 3 and 4
+    "Write a Python module `todo_store.py` with a `Todo` dataclass (id, title, done, tags) and a `TodoStore` "
+    "class that keeps todos in a dict and saves/loads them as JSON, with add, complete, remove, by_tag and "
+    "pending methods. About 40 lines, type hints. Output only the file.",
+    "Write a Python module `rate_limiter.py` with a token-bucket `RateLimiter` class (capacity, refill rate, "
+    "allow(), wait_time()) and a `limited` decorator that uses it, plus a short demo. About 40 lines, type "
+    "hints, docstrings. Output only the file.",
+]
+# the held-out set: never used to tune specdec (other languages, other files, other edits)
+HOLDOUT_TASKS = [
+    "Write a JavaScript module `cart.js` exporting a class `Cart` with addItem(sku, price, qty), removeItem(sku), "
+    "applyCoupon(code) for three fixed coupons, subtotal(), and total() with 8% tax, plus JSDoc comments. "
+    "Output only the file.",
+    "Write a SQL file `library.sql`: CREATE TABLE statements for authors, books and loans with keys and "
+    "constraints, then four queries: overdue loans, books per author, the five most borrowed books, and "
+    "members with more than three open loans. Output only the file.",
+    "Write a Go file `queue.go` with a generic thread-safe FIFO `Queue[T any]` (Push, Pop, Peek, Len) guarded "
+    "by a sync.Mutex, Pop and Peek returning (T, bool), and an `ExampleQueue` function. Output only the file.",
+    "Write a Python module `csv_report.py` that reads a CSV of sales (date, region, product, amount) with the "
+    "csv module, totals amounts per region and per month, and prints both as aligned text tables; a `main()` "
+    "takes the path from argv. Output only the file.",
+]
+HOLDOUT_TOOL_TURNS = [
+    "Tool output (lint): public functions accept invalid arguments silently; each must reject them with an "
+    "error the language's way. Fix it and output the whole file again.",
+    "Tool output (review): add a one-line comment above each function or statement saying what it does, and "
+    "rename one identifier to a clearer name everywhere. Output the whole file again.",
+]
+TASK_SETS = {"tuning": (TASKS, TOOL_TURNS), "holdout": (HOLDOUT_TASKS, HOLDOUT_TOOL_TURNS)}
 
 
 def free_port() -> int:
@@ -86,11 +133,11 @@ class Server:
 
 
 def stream_turn(url: str, messages: list[dict], n: int) -> dict:
-    """One streamed chat request: time to the first content, total time, text, tokens."""
+    """One streamed chat request: time to the first content, total time, text, tokens, finish reason."""
     body = {"model": "local", "messages": messages, "max_tokens": n, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}, "cache_prompt": True}
     t0 = time.perf_counter()
-    ttft, text, usage, extra = None, [], {}, {}
+    ttft, text, usage, extra, finish = None, [], {}, {}, None
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=3600) as resp:
         resp.raise_for_status()
         for line in resp.iter_lines():
@@ -102,6 +149,7 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
             if chunk.get("specdec"):  # specdec's own figures (drafter split, passes); other servers send none
                 extra = chunk["specdec"]
             for choice in chunk.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
                 piece = (choice.get("delta") or {}).get("content")
                 if piece:
                     if ttft is None:
@@ -109,15 +157,23 @@ def stream_turn(url: str, messages: list[dict], n: int) -> dict:
                     text.append(piece)
     return {"ttft": ttft, "total": time.perf_counter() - t0, "text": "".join(text),
             "n_gen": usage.get("completion_tokens", 0), "n_prompt": usage.get("prompt_tokens", 0),
-            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"), "specdec": extra}
+            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"), "specdec": extra,
+            "finish": finish}
 
 
-def session(url: str, k: int, turns: int, n: int) -> list[dict]:
-    messages = [{"role": "user", "content": TASKS[k % len(TASKS)]}]
+def session(url: str, k: int, turns: int, n: int, *, tasks: str = "tuning", stagger: float = 0.0,
+            think: float = 0.0) -> list[dict]:
+    """Session ``k``'s turns: it starts ``k * stagger`` seconds late and pauses before each later turn
+    (a tool running) for a time drawn from ``[0, think]`` by its own seed, the same for every system."""
+    asks, tool_turns = TASK_SETS[tasks]
+    pauses = random.Random(1000 + k)
+    messages = [{"role": "user", "content": asks[k % len(asks)]}]
     out = []
+    time.sleep(k * stagger)
     for t in range(turns):
         if t > 0:
-            messages.append({"role": "user", "content": TOOL_TURNS[(t - 1) % len(TOOL_TURNS)]})
+            time.sleep(pauses.uniform(0.0, think))
+            messages.append({"role": "user", "content": tool_turns[(t - 1) % len(tool_turns)]})
         res = stream_turn(url, messages, n)
         messages.append({"role": "assistant", "content": res.pop("text")})
         out.append({"session": k, "turn": t, **res})
@@ -149,13 +205,13 @@ def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log, pla
     return {"label": label, "wall": wall, "turns": flat, "n_gen": sum(x["n_gen"] for x in flat)}
 
 
-def loop_parser(description: str, max_tokens: int, log: str) -> Parser:
-    """The options every agent-loop script takes."""
+def loop_parser(description: str, max_tokens: int | None, log: str, n_help: str = "tokens per answer at most") -> Parser:
+    """The options every agent-loop script takes (``max_tokens`` None: the script resolves -n itself)."""
     ap = Parser(description=description)
     ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
     ap.add_argument("--sessions", type=int, default=2)
     ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("-n", "--max-tokens", type=int, default=max_tokens)
+    ap.add_argument("-n", "--max-tokens", type=int, default=max_tokens, help=n_help)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--log", default=log, help="the servers' output")
@@ -179,6 +235,12 @@ def turn_cells(turns: list[dict], n_turns: int, key: str) -> str:
     return " ".join(cells)
 
 
+def later_ttft(turns: list[dict]) -> float:
+    """The median time to first token from each session's second turn on."""
+    later = [x["ttft"] for x in turns if x["turn"] > 0 and x["ttft"] is not None]
+    return statistics.median(later) if later else float("nan")
+
+
 def alternating(systems: list[tuple[str, str]], rounds: int):
     """(round, label, command) for every system each round, the order reversed every other round
     (the machine drifts by +-10% over minutes)."""
@@ -188,24 +250,38 @@ def alternating(systems: list[tuple[str, str]], rounds: int):
 
 
 def main() -> int:
-    args = loop_parser(__doc__.splitlines()[0], 400, "/tmp/agent_loop.log").parse_args()
+    ap = loop_parser(__doc__.splitlines()[0], None, "/tmp/agent_loop.log",
+                     "tokens per answer: where fixed answers are cut (400); a ceiling under --natural (2048)")
+    ap.add_argument("--natural", action="store_true",
+                    help="answers end where the model ends them, sessions out of phase (--stagger, --think)")
+    ap.add_argument("--stagger", type=float, default=None, help="seconds between sessions' starts (--natural: 3)")
+    ap.add_argument("--think", type=float, default=None,
+                    help="most seconds a session pauses between turns (--natural: 2)")
+    ap.add_argument("--tasks", choices=sorted(TASK_SETS), default="tuning",
+                    help="the sessions' tasks: the tuning set, or the held-out set never tuned on")
+    args = ap.parse_args()
+    n = args.max_tokens or (2048 if args.natural else 400)
+    stagger = args.stagger if args.stagger is not None else (3.0 if args.natural else 0.0)
+    think = args.think if args.think is not None else (2.0 if args.natural else 0.0)
+    play = functools.partial(session, tasks=args.tasks, stagger=stagger, think=think)
     systems = [tuple(s.split("::", 1)) for s in args.system]
     runs: list[dict] = []
     with open(args.log, "w") as log:
         for r, label, cmd in alternating(systems, args.rounds):
-            res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log)
+            res = run_system(label, cmd, args.sessions, args.turns, n, log, play=play)
             res["round"] = r
             runs.append(res)
-            later = [x["ttft"] for x in res["turns"] if x["turn"] > 0 and x["ttft"] is not None]
+            cut = sum(x["finish"] == "length" for x in res["turns"])
             print(f"round {r} {label:<20} wall {res['wall']:8.2f} s  tokens {res['n_gen']:5d}  "
-                  f"ttft (turn 2+) median {statistics.median(later) if later else float('nan'):6.2f} s", flush=True)
+                  f"ttft (turn 2+) median {later_ttft(res['turns']):6.2f} s  cut at -n: {cut}", flush=True)
     print()
-    print(f"{'system':<20} {'wall s (mean)':>14} {'tokens':>7} " + turn_columns(args.turns, "ttft"))
+    print(f"{'system':<20} {'wall s (mean)':>14} {'tokens':>7} {'ttft 2+':>8} " + turn_columns(args.turns, "ttft"))
     for label, _ in systems:
         mine = [x for x in runs if x["label"] == label]
         turns = [t for x in mine for t in x["turns"]]
         print(f"{label:<20} {statistics.mean(x['wall'] for x in mine):14.2f} "
-              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + turn_cells(turns, args.turns, "ttft"))
+              f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} {later_ttft(turns):8.2f} "
+              + turn_cells(turns, args.turns, "ttft"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "runs": runs}, f, indent=1)

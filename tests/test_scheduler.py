@@ -192,6 +192,82 @@ def test_a_server_sends_no_draft_in_the_pass_that_gives_a_first_token(tiny_targe
         eng.close()
 
 
+def test_a_prompt_that_arrives_while_a_neighbour_drafts_long_is_read_in_the_next_pass(tiny_target, tiny_draft):
+    """A server's newcomer, sent while its neighbour drafts the longest drafts it may, is read
+    whole in the very next pass, its first token out of that pass, the neighbour's draft left
+    out of it (its timeline says so: admitted, one prompt pass, first token); both then decode
+    exactly as each alone."""
+    eng = _engine(tiny_target, tiny_draft, 2, "auto")
+    try:
+        eng.set_costs(gpu_like(0.02))  # long drafts wherever the index has a guess
+        a = eng.tokenize_prompt(REPEATING[0] + " " + REPEATING[0])
+        b = eng.tokenize_prompt(PROMPTS[-1])
+        gen = GenOptions(max_tokens=60)
+        alone = _alone(eng, [a, b], gen)
+        sched = eng.scheduler(gen, n_parallel=2, first_tokens_first=True)
+        draft = sched.drafter.draft
+        calls: list[list[int]] = []
+
+        def record(dec, caps, n_prefill):
+            out = draft(dec, caps, n_prefill)
+            calls.append([len(d.proposal.tokens) for d in out])
+            return out
+
+        sched.drafter.draft = record
+        sched.start()
+        sched.submit(Job(0, a))
+        got = {}
+        while not any(sum(sizes) >= sched.draft_max for sizes in calls):  # the neighbour drafts its longest
+            got.update((job.index, res) for job, res in sched.step())
+        assert not got
+        joined = len(calls)
+        sched.submit(Job(1, b))
+        got.update((job.index, res) for job, res in sched.step())
+        assert calls[joined:] == [[0]]  # one pass: the neighbour's row without its draft, and the whole prompt
+        newcomer = next(s for s in sched.slots if s.job is not None and s.job.index == 1)
+        events = newcomer.stats.timeline
+        assert [e["event"] for e in events] == ["admitted", "prompt pass", "first token"], events
+        assert events[1]["rows"] == events[0]["unread"] == len(b) - 1 - events[0]["reused"]  # whole, at once
+        assert events[1]["decoding_rows"] == 1
+        assert newcomer.stats.ttft_seconds is not None and newcomer.stats.queue_seconds >= 0
+        while sched.busy:
+            got.update((job.index, res) for job, res in sched.step())
+        for i, res in got.items():
+            assert res.tokens == alone[i].tokens, i
+            assert res.stats.ttft_seconds <= res.stats.request_seconds
+    finally:
+        eng.close()
+
+
+def test_a_new_conversation_leaves_an_idle_ones_cells_alone(tiny_target):
+    """A new conversation that shares only its opening with an idle one takes a free or least
+    recently used sequence and copies that opening; the idle conversation's next turn then finds
+    its whole history cached. (Chosen by the longest common prefix alone, the newcomer took the
+    idle conversation's sequence and its next turn read everything again.)"""
+    eng = _engine(tiny_target, None, 3, None)
+    try:
+        head = "we can see that one of the world " * 3
+        x = eng.tokenize_prompt(head + "hello world this is the cat")
+        y = eng.tokenize_prompt(head + "one two three four five six")
+        gen = GenOptions(max_tokens=12)
+        sched = eng.scheduler(gen, n_parallel=1)
+        sched.start()
+        outputs = {}
+        for job in (Job(0, x), Job(1, y)):
+            sched.submit(job)
+            while sched.busy:
+                outputs.update((j.index, r) for j, r in sched.step())
+        assert outputs[1].stats.n_prompt_reused >= len(eng.tokenize_prompt(head)) - 1  # the opening, copied
+        follow = x + outputs[0].tokens + eng.target_model.tokenize(" and the dog", add_special=False, parse_special=False)
+        sched.submit(Job(2, follow))
+        while sched.busy:
+            outputs.update((j.index, r) for j, r in sched.step())
+        assert outputs[2].stats.n_prompt_reused == len(x) + len(outputs[0].tokens) - 1
+        assert outputs[2].tokens == eng.generate(follow, gen, use_draft=False).tokens
+    finally:
+        eng.close()
+
+
 def test_a_full_context_ends_each_sequence_as_alone(tiny_target):
     eng = _engine(tiny_target, None, 3, "auto", n_ctx=48)
     try:

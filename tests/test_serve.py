@@ -200,6 +200,35 @@ def test_a_client_that_goes_away_mid_stream_frees_its_sequence(server):
     assert "specdec_requests_total" in metrics and "specdec_sequences_per_pass" in metrics
 
 
+def _histogram_counts(url: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics").text
+    return {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name.endswith("_seconds_count")}
+
+
+def test_each_request_reports_its_time_to_first_token_and_metrics_keep_the_histograms(server):
+    before = _histogram_counts(server.url)
+    t0 = time.perf_counter()
+    res = httpx.post(f"{server.url}/v1/completions", timeout=60,
+                     json={"prompt": PROMPTS[1], "max_tokens": 6, "temperature": 0}).json()
+    wall = time.perf_counter() - t0
+    mine = res["specdec"]
+    assert 0 < mine["ttft"] <= wall and 0 <= mine["queue_seconds"] <= mine["ttft"]
+    events = [e["event"] for e in mine["timeline"]]
+    assert events[0] == "admitted" and events[-1] == "first token", mine["timeline"]
+    assert mine["timeline"][-1]["at"] == pytest.approx(mine["ttft"], abs=1e-3)
+    streamed = [json.loads(line[6:]) for line in httpx.post(
+        f"{server.url}/v1/chat/completions", timeout=60,
+        json={"messages": [{"role": "user", "content": PROMPTS[2]}], "max_tokens": 5, "stream": True}
+    ).text.splitlines() if line.startswith("data: {")]
+    assert [c["specdec"]["ttft"] > 0 for c in streamed if "specdec" in c] == [True]
+    after = _histogram_counts(server.url)
+    for name in ("specdec_time_to_first_token_seconds_count", "specdec_time_per_output_token_seconds_count"):
+        assert after[name] - before.get(name, 0) == 2, name
+
+
 def test_api_key(tiny_target):
     srv = Server("-t", tiny_target, *EXACT, "--ctx", "128", "--parallel", "2", "-n", "4", "--no-draft",
                  env={"SPECDEC_API_KEY": "sekrit"})

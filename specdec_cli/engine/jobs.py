@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,6 +36,9 @@ class Job:
     # text the output may copy that the prompt holds in another spelling (a file, JSON-escaped for a
     # tool call's arguments): drafted from as if it were in the prompt
     sources: tuple[list[int], ...] = ()
+    # when the request arrived (``time.perf_counter``): a server sets it as the request comes in, so the
+    # time to its first token counts what it waited to be rendered, tokenized and admitted
+    arrived: float = field(default_factory=time.perf_counter)
 
 
 @dataclass

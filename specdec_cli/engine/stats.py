@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 # the fields merge adds up as numbers
 _SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_forced", "n_target_passes", "n_eog", "n_filler", "prompt_seconds",
            "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
-           "rollback_seconds")
+           "rollback_seconds", "queue_seconds")
 
 
 @dataclass
@@ -27,6 +27,12 @@ class GenerationStats:
     draft_seconds: float = 0.0  # time spent inside the drafter
     target_seconds: float = 0.0  # time spent in the target's verify passes (llama_decode)
     first_token_seconds: float | None = None  # from the start of the prompt to the first emitted token
+    ttft_seconds: float | None = None  # from the request's arrival to its first token (queue and prompt included)
+    queue_seconds: float = 0.0  # from the request's arrival to its admission to a sequence
+    request_seconds: float | None = None  # from the request's arrival to its end (the scheduler's jobs)
+    # what happened to the request up to its first token, in seconds since it arrived: admission (the cells it
+    # reused, copied from which sequence), shared prefixes taken, each pass that read its prompt, the first token
+    timeline: list[dict] = field(default_factory=list, repr=False)
     stop_reason: str = ""  # eog | stop | length | context | grammar | interrupted
     accepted_per_position: list[int] = field(default_factory=list)  # how often draft position i was kept
     drafted_per_position: list[int] = field(default_factory=list)  # how often draft position i was proposed
@@ -52,6 +58,14 @@ class GenerationStats:
         """Mean tokens the target decided per pass (the end-of-generation token included, so the
         target alone gives exactly 1.0), up to draft_max + 1."""
         return (self.n_generated + self.n_eog) / self.n_target_passes if self.n_target_passes else None
+
+    @property
+    def time_per_output_token(self) -> float | None:
+        """Seconds per generated token after the first (TPOT): a request's decoding speed as its
+        client sees it, neighbours' passes and prompt chunks included."""
+        if self.request_seconds is None or self.ttft_seconds is None or self.n_generated < 2:
+            return None
+        return (self.request_seconds - self.ttft_seconds) / (self.n_generated - 1)
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -101,6 +115,8 @@ class GenerationStats:
         self.steps.extend(other.steps)
         if self.first_token_seconds is None:
             self.first_token_seconds = other.first_token_seconds
+        if self.ttft_seconds is None:
+            self.ttft_seconds = other.ttft_seconds
         self.method = self.method or other.method
 
     def split(self) -> str:
@@ -124,6 +140,9 @@ class GenerationStats:
             "prompt_seconds": sec(self.prompt_seconds),
             "decode_seconds": sec(self.decode_seconds),
             "first_token_seconds": self.first_token_seconds,
+            "ttft_seconds": self.ttft_seconds,
+            "queue_seconds": sec(self.queue_seconds),
+            "request_seconds": self.request_seconds,
             "tokens_per_second": self.tokens_per_second,
             "n_drafted": self.n_drafted,
             "n_accepted": self.n_accepted,

@@ -136,15 +136,16 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
         tokens = worker.engine.tokenize_prompt(prompt)
         return tokens, prompter.constraint(spec) if spec is not None else None
 
-    async def run(request: Request, body, kind: str, tokens: list[int], gen, turn=None) -> Response:
+    async def run(request: Request, body, kind: str, tokens: list[int], gen, arrived: float, turn=None) -> Response:
+        """``arrived``: when the request came in (its time to first token counts from there)."""
         from ..engine.verify import resolve_seed
 
         handle = Handle(asyncio.get_running_loop())
         seed = body.seed if body.seed is not None else resolve_seed(None)
-        if not worker.submit(Work(handle, tokens, gen, seed, turn.sources if turn is not None else ())):
+        if not worker.submit(Work(handle, tokens, gen, seed, turn.sources if turn is not None else (), arrived)):
             raise ApiError(503, "the server is busy: too many requests queued", kind="server_error",
                            headers={"Retry-After": "1"})
-        metrics.requests += 1
+        metrics.accepted()
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{secrets.token_hex(12)}"
         created = int(time.time())
         spell = Spelling(target.piece, prompter.format.new_id)
@@ -181,15 +182,17 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
                              "usage": usage(result), "specdec": specdec_field(result)})
 
     async def chat(request: Request) -> Response:
+        arrived = time.perf_counter()
         try:
             body = await body_of(request, ChatRequest)
             turn = await prepared(chat_turn, body)
             gen = replace(make_gen(body), grammar=turn.grammar, shown=turn.shown, logprobs=body.n_logprobs())
-            return await run(request, body, "chat", turn.tokens, gen, turn)
+            return await run(request, body, "chat", turn.tokens, gen, arrived, turn)
         except ApiError as exc:
             return exc.response()
 
     async def completions(request: Request) -> Response:
+        arrived = time.perf_counter()
         try:
             body = await body_of(request, CompletionRequest)
             try:
@@ -200,7 +203,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
                 raise ApiError(400, "the prompt is empty", param="prompt")
             tokens, grammar = await prepared(completion_prompt, body)
             gen = replace(make_gen(body), grammar=grammar, logprobs=body.n_logprobs())
-            return await run(request, body, "completion", tokens, gen)
+            return await run(request, body, "completion", tokens, gen, arrived)
         except ApiError as exc:
             return exc.response()
 

@@ -1,55 +1,87 @@
-"""``/metrics``: what the server has done, in Prometheus' text format.
+"""``/metrics``: what the server has done, in Prometheus' text format (``prometheus_client``).
 
-Counters of requests and tokens are kept here as requests finish; what the scheduler counts
-itself (passes, sequences per pass, drafted and accepted tokens by drafter) is read from its
-run statistics; queue length and running requests from the engine thread, at each scrape.
-Written by hand: a dozen lines of the exposition format need no client library.
+Counters of requests and tokens, and the latency histograms (time to first token, time per
+output token, from each request's arrival), are kept here as requests finish; what the
+scheduler counts itself (passes, sequences per pass, drafted and accepted tokens by drafter)
+is read from its run statistics, and queue length and running requests from the engine
+thread, at each scrape. Each server has its own registry, so two in one process (the tests)
+never share a count.
 """
 
 from __future__ import annotations
 
 import time
 
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+# seconds: from a cached follow-up read beside a neighbour (~0.1 s) to a long prompt queued behind others
+TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+# seconds per token: a GPU's few milliseconds to a CPU's passes shared by several sequences
+TPOT_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
+
 
 class Metrics:
     def __init__(self):
         self.started = int(time.time())
-        self.requests = 0  # accepted for running
-        self.finished_requests = 0
-        self.prompt_tokens = 0
-        self.cached_tokens = 0
-        self.generated_tokens = 0
+        self.registry = CollectorRegistry()
+        self._worker = None
+        r = self.registry
+        self._requests = Counter("specdec_requests", "Requests accepted for running.", registry=r)
+        self._finished = Counter("specdec_requests_finished", "Requests that ended.", registry=r)
+        self._prompt = Counter("specdec_prompt_tokens", "Prompt tokens of finished requests.", registry=r)
+        self._cached = Counter("specdec_prompt_tokens_cached", "Prompt tokens whose cells were reused.", registry=r)
+        self._generated = Counter("specdec_tokens_generated", "Tokens generated.", registry=r)
+        self._ttft = Histogram("specdec_time_to_first_token_seconds",
+                               "From a request's arrival to its first token: rendering, queueing, prompt passes.",
+                               buckets=TTFT_BUCKETS, registry=r)
+        self._tpot = Histogram("specdec_time_per_output_token_seconds",
+                               "A request's seconds per generated token after its first.",
+                               buckets=TPOT_BUCKETS, registry=r)
+        r.register(_EngineCollector(self))
+
+    def accepted(self) -> None:
+        self._requests.inc()
 
     def finished(self, result) -> None:
         st = result.stats
-        self.finished_requests += 1
-        self.prompt_tokens += st.n_prompt
-        self.cached_tokens += st.n_prompt_reused
-        self.generated_tokens += st.n_generated
+        self._finished.inc()
+        self._prompt.inc(st.n_prompt)
+        self._cached.inc(st.n_prompt_reused)
+        self._generated.inc(st.n_generated)
+        if st.ttft_seconds is not None:
+            self._ttft.observe(st.ttft_seconds)
+        if st.time_per_output_token is not None:
+            self._tpot.observe(st.time_per_output_token)
 
     def render(self, worker) -> str:
+        self._worker = worker
+        return generate_latest(self.registry).decode()
+
+
+class _EngineCollector:
+    """What the engine thread counts, read at each scrape."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def collect(self):
+        worker = self.metrics._worker
+        if worker is None:
+            return
         run = worker.scheduler.stats
-        lines: list[str] = []
-
-        def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-            lines.append(f"# HELP specdec_{name} {help_}")
-            lines.append(f"# TYPE specdec_{name} {kind}")
-            for labels, value in samples:
-                lines.append(f"specdec_{name}{labels} {value:g}")
-
-        metric("requests_total", "counter", "Requests accepted for running.", [("", self.requests)])
-        metric("requests_finished_total", "counter", "Requests that ended.", [("", self.finished_requests)])
-        metric("prompt_tokens_total", "counter", "Prompt tokens of finished requests.", [("", self.prompt_tokens)])
-        metric("prompt_tokens_cached_total", "counter", "Prompt tokens whose cells were reused.",
-               [("", self.cached_tokens)])
-        metric("tokens_generated_total", "counter", "Tokens generated.", [("", self.generated_tokens)])
-        metric("draft_tokens_total", "counter", "Draft tokens sent to the target, by drafter.",
-               [(f'{{drafter="{k}"}}', v) for k, v in sorted(run.drafted.items())])
-        metric("draft_tokens_accepted_total", "counter", "Draft tokens the target kept, by drafter.",
-               [(f'{{drafter="{k}"}}', v) for k, v in sorted(run.accepted.items())])
-        metric("passes_total", "counter", "Target passes.", [("", run.n_passes)])
-        metric("sequences_per_pass", "gauge", "Mean sequences decoding per target pass.",
-               [("", run.mean_sequences or 0.0)])
-        metric("requests_running", "gauge", "Requests decoding now.", [("", worker.running)])
-        metric("queue_length", "gauge", "Requests waiting for a sequence.", [("", worker.queued)])
-        return "\n".join(lines) + "\n"
+        drafted = CounterMetricFamily("specdec_draft_tokens", "Draft tokens sent to the target, by drafter.",
+                                      labels=["drafter"])
+        accepted = CounterMetricFamily("specdec_draft_tokens_accepted", "Draft tokens the target kept, by drafter.",
+                                       labels=["drafter"])
+        for k, v in sorted(run.drafted.items()):
+            drafted.add_metric([k], v)
+        for k, v in sorted(run.accepted.items()):
+            accepted.add_metric([k], v)
+        yield drafted
+        yield accepted
+        yield CounterMetricFamily("specdec_passes", "Target passes.", value=run.n_passes)
+        yield GaugeMetricFamily("specdec_sequences_per_pass", "Mean sequences decoding per target pass.",
+                                value=run.mean_sequences or 0.0)
+        yield GaugeMetricFamily("specdec_requests_running", "Requests decoding now.", value=worker.running)
+        yield GaugeMetricFamily("specdec_queue_length", "Requests waiting for a sequence.", value=worker.queued)

@@ -100,7 +100,9 @@ def specdec_field(result) -> dict:
     st = result.stats
     return {"stop_reason": st.stop_reason, "steps_by_drafter": dict(st.steps_by_drafter),
             "n_drafted": st.n_drafted, "n_accepted": st.n_accepted, "n_target_passes": st.n_target_passes,
-            "first_token_seconds": st.first_token_seconds, "tokens_per_second": st.tokens_per_second}
+            "first_token_seconds": st.first_token_seconds, "tokens_per_second": st.tokens_per_second,
+            # from the request's arrival: to its first token, in the queue, and what happened up to the first token
+            "ttft": st.ttft_seconds, "queue_seconds": st.queue_seconds, "timeline": st.timeline}
 
 
 def sse(obj) -> str:

@@ -59,6 +59,7 @@ class Work:
     gen: object  # GenOptions, its grammar compiled
     seed: int | None
     sources: tuple[list[int], ...] = ()  # the prompt's texts in another spelling (``Job.sources``)
+    arrived: float | None = None  # when the request came in (``time.perf_counter``; ``Job.arrived``)
 
 
 class Worker:
@@ -150,6 +151,8 @@ class Worker:
         job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen, sources=work.sources,
                   on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)),
                   on_logprobs=lambda got, h=handle: h.put("logprobs", got))
+        if work.arrived is not None:
+            job.arrived = work.arrived
         handle.job = job
         job.cancelled = handle.cancelled
         self._handles[job.index] = handle
