@@ -39,6 +39,7 @@ class Job:
     # when the request arrived (``time.perf_counter``): a server sets it as the request comes in, so the
     # time to its first token counts what it waited to be rendered, tokenized and admitted
     arrived: float = field(default_factory=time.perf_counter)
+    ready: float | None = None  # when a server had it rendered and tokenized and handed it to the engine
 
 
 @dataclass

@@ -86,6 +86,9 @@ class Scheduler:
         self.slots: list[SeqSlot] = []
         self.waiting: deque[Job] = deque()
         self._ride_steps = 0  # steps that could ride (``_rides``)
+        # a step is one pass, so a server takes new requests between any two (``Worker.run``): after
+        # a pass that read prompts alone, the decoding sequences are owed the next one
+        self._owe_decode = False
 
     # --- the run ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -97,6 +100,7 @@ class Scheduler:
             d.set_active(d is self.auto)
         self.slots = [SeqSlot(i) for i in range(self.ctx.params.n_seq_max)]
         self.waiting.clear()
+        self._owe_decode = False
 
     def submit(self, job: Job) -> None:
         self.waiting.append(job)
@@ -131,9 +135,11 @@ class Scheduler:
         self._share_ready()
         self._admit()
         pre = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
-        if pre and not self._rides(pre):  # the prompts alone first, then the decoding sequences alone
-            done += self._pass([], pre)
-            pre = []
+        if self._owe_decode:  # the last step read prompts alone: the decoding sequences go now, alone
+            self._owe_decode, pre = False, []
+        elif pre and not self._rides(pre):  # the prompts alone, and the decoding sequences in the next step
+            self._owe_decode = any(s.job is not None and s.decoding for s in self.slots)
+            return done + self._pass([], pre)
         dec = [s for s in self.slots if s.job is not None and s.decoding]
         for s in [s for s in dec if self.ctx_seq - len(s.tokens) < 0]:
             done.append(self._finish(s, "context"))
@@ -273,6 +279,8 @@ class Scheduler:
                 self.ctx.seq_rm(slot.seq, -1, -1)
                 self.ctx.seq_cp(src.seq, slot.seq, 0, best)
             self._start(slot, job, best)
+            if job.ready is not None:
+                slot.stats.timeline.append({"at": round(job.ready - job.arrived, 4), "event": "ready"})
             self._note(slot, "admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,
                        unread=slot.unread, running=self.running)
             # a longer prefix another prompt is still reading: wait for its cells rather than compute them twice

@@ -24,6 +24,7 @@ import asyncio
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,6 +61,7 @@ class Work:
     seed: int | None
     sources: tuple[list[int], ...] = ()  # the prompt's texts in another spelling (``Job.sources``)
     arrived: float | None = None  # when the request came in (``time.perf_counter``; ``Job.arrived``)
+    ready: float | None = None  # when it was handed to the engine (``submit``; ``Job.ready``)
 
 
 class Worker:
@@ -94,6 +96,7 @@ class Worker:
         """False when the queue is full (the server answers 503) or the engine is stopping."""
         if self._stopping.is_set() or not self.alive or self.queued >= self.queue_max:
             return False
+        work.ready = time.perf_counter()
         self.inbox.put(work)
         return True
 
@@ -153,6 +156,7 @@ class Worker:
                   on_logprobs=lambda got, h=handle: h.put("logprobs", got))
         if work.arrived is not None:
             job.arrived = work.arrived
+        job.ready = work.ready
         handle.job = job
         job.cancelled = handle.cancelled
         self._handles[job.index] = handle
