@@ -237,6 +237,11 @@ def test_api_key(tiny_target):
             srv.client("wrong").models.list()
         assert httpx.get(f"{srv.url}/v1/models").status_code == 401
         assert srv.client("sekrit").completions.create(model="x", prompt="hi", max_tokens=2).choices
+        ask = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+        ok = httpx.post(f"{srv.url}/v1/messages", headers={"x-api-key": "sekrit"}, json=ask)  # Anthropic's header
+        assert ok.status_code == 200 and ok.json()["type"] == "message", ok.text
+        bad = httpx.post(f"{srv.url}/v1/messages", headers={"x-api-key": "wrong"}, json=ask)
+        assert bad.status_code == 401 and bad.json()["error"]["type"] == "authentication_error"
         assert httpx.get(f"{srv.url}/health").status_code == 200
         code, err = srv.stop()
         assert code == 130 and "Traceback" not in err

@@ -446,6 +446,7 @@ class Scheduler:
     def _finish(self, s: SeqSlot, reason: str) -> tuple[Job, Result]:
         job, st = s.job, s.stats
         st.stop_reason = reason
+        st.stop_string = s.stream.matched
         now = time.perf_counter()
         st.decode_seconds = now - s.t_decode if s.t_decode is not None else 0.0
         st.request_seconds = now - job.arrived

@@ -34,6 +34,7 @@ class GenerationStats:
     # reused, copied from which sequence), shared prefixes taken, each pass that read its prompt, the first token
     timeline: list[dict] = field(default_factory=list, repr=False)
     stop_reason: str = ""  # eog | stop | length | context | grammar | interrupted
+    stop_string: str | None = None  # the stop string that ended it (stop_reason "stop")
     accepted_per_position: list[int] = field(default_factory=list)  # how often draft position i was kept
     drafted_per_position: list[int] = field(default_factory=list)  # how often draft position i was proposed
     steps_by_drafter: dict[str, int] = field(default_factory=dict)  # target passes per proposer ("none": plain)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -29,25 +28,14 @@ from ..errors import UsageError
 from ..terminal.constraint_args import ConstraintSpec
 from ..terminal.prompts import parse_messages
 from ..toolcalls.request import ToolsError, closed, read_tools
+from . import messages_api, responses_api
+from .api_error import ApiError
+from .bodies import check_key, read_body
+from .calls import Call
 from .metrics import Metrics
 from .openai_out import Spelling, finish_reason, specdec_field, sse, usage
 from .schemas import ChatRequest, CompletionRequest
-from .worker import Handle, Work, Worker
-
-MAX_BODY = 8 * 1024 * 1024  # bytes of a request body
-MAX_DEPTH = 64  # JSON nesting of a body: far past any real request, far short of Python's recursion limit
-DISCONNECT_POLL = 0.5  # seconds between checks that a non-streaming client is still there
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error",
-                 param: str | None = None, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param, self.headers = status, message, kind, param, headers
-
-    def response(self) -> JSONResponse:
-        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": None}}
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
+from .worker import Worker
 
 
 def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Callable, metrics: Metrics,
@@ -56,44 +44,8 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
     ``prompter``: the loaded target's ``ChatPrompter``."""
     target = prompter.model
 
-    def check_key(request: Request) -> None:
-        if not api_key:
-            return  # no key set: any bearer token (or none) is accepted
-        given = request.headers.get("authorization", "")
-        token = given[7:] if given.lower().startswith("bearer ") else ""
-        if not secrets.compare_digest(token.encode(), api_key.encode()):
-            raise ApiError(401, "invalid or missing API key (send Authorization: Bearer KEY)",
-                           kind="authentication_error")
-
     async def body_of(request: Request, model_cls):
-        check_key(request)
-        size = request.headers.get("content-length")
-        if size is not None and size.isdigit() and int(size) > MAX_BODY:
-            raise ApiError(413, f"request body over {MAX_BODY // (1024 * 1024)} MiB")
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            raise ApiError(413, f"request body over {MAX_BODY // (1024 * 1024)} MiB")
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(400, f"the body is not valid JSON ({exc})") from None
-        except RecursionError:
-            data = None
-        if data is None or _depth(data) > MAX_DEPTH:
-            raise ApiError(400, f"the body nests JSON more than {MAX_DEPTH} levels deep")
-        if not isinstance(data, dict):
-            raise ApiError(400, "the body must be a JSON object")
-        try:
-            body = model_cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"] if not isinstance(p, str) or p not in ("str", "list[str]"))
-            param = str(err["loc"][0]) if err["loc"] else None
-            raise ApiError(400, f"{where}: {err['msg']}" if where else err["msg"], param=param) from None
-        refused = body.unsupported()
-        if refused is not None:
-            raise ApiError(400, refused[1], param=refused[0])
-        return body
+        return await read_body(request, model_cls, api_key)
 
     def text_constraint(body) -> ConstraintSpec | None:
         """``response_format``: json_object and json_schema become a JSON Schema the output obeys."""
@@ -140,42 +92,22 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
         """``arrived``: when the request came in (its time to first token counts from there)."""
         from ..engine.verify import resolve_seed
 
-        handle = Handle(asyncio.get_running_loop())
         seed = body.seed if body.seed is not None else resolve_seed(None)
-        if not worker.submit(Work(handle, tokens, gen, seed, turn.sources if turn is not None else (), arrived)):
-            raise ApiError(503, "the server is busy: too many requests queued", kind="server_error",
-                           headers={"Retry-After": "1"})
-        metrics.accepted()
+        call = Call(worker, metrics, prompter, tokens, gen, seed, arrived, turn)
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{secrets.token_hex(12)}"
         created = int(time.time())
         spell = Spelling(target.piece, prompter.format.new_id)
         if body.stream:
-            return StreamingResponse(_stream(handle, body, kind, rid, created, model, metrics, turn, spell, prompter),
+            return StreamingResponse(_stream(call, body, kind, rid, created, model, spell),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        text = []
-        while True:
-            try:
-                event, value = await asyncio.wait_for(handle.events.get(), DISCONNECT_POLL)
-            except asyncio.TimeoutError:
-                if await request.is_disconnected():
-                    handle.cancel()
-                continue
-            if event == "text":
-                text.append(value)
-            elif event == "error":
-                raise ApiError(500, value, kind="server_error")
-            elif event == "done":
-                result = value
-                break
-        metrics.finished(result)
+        text, result = await call.whole(request)
         if kind == "chat":
-            prompter.remember(turn, result)
-            reply = turn.read("".join(text))
+            reply = turn.read(text)
             choice = {"index": 0, "message": spell.message(reply), "finish_reason": finish_reason(result, reply),
                       "logprobs": spell.chat_logprobs(result.logprobs)}
             obj = "chat.completion"
         else:
-            choice = {"index": 0, "text": "".join(text), "finish_reason": finish_reason(result),
+            choice = {"index": 0, "text": text, "finish_reason": finish_reason(result),
                       "logprobs": spell.text_logprobs(result.logprobs)}
             obj = "text_completion"
         return JSONResponse({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice],
@@ -209,7 +141,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
 
     async def models(request: Request) -> Response:
         try:
-            check_key(request)
+            check_key(request, api_key)
         except ApiError as exc:
             return exc.response()
         return JSONResponse({"object": "list", "data": [
@@ -223,7 +155,10 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
     async def prometheus(_request: Request) -> Response:
         return PlainTextResponse(metrics.render(worker), media_type="text/plain; version=0.0.4")
 
+    machinery = (worker, metrics, prompter, make_gen, model, api_key, prepared, chat_turn)
     return Starlette(routes=[
+        *messages_api.Door(*machinery).routes(),
+        *responses_api.Door(*machinery).routes(),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
@@ -232,13 +167,13 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
     ])
 
 
-async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model: str, metrics: Metrics,
-                  turn, spell: Spelling, prompter):
+async def _stream(call: Call, body, kind: str, rid: str, created: int, model: str, spell: Spelling):
     """Server-sent events: the text as the engine makes it final (a chat reply's tool calls as
     OpenAI's deltas: a call's index, id and name, then its arguments in pieces), the finish
     reason, the usage when asked for, then ``[DONE]``. Log-probabilities ride on the next
     chunk after the pass that kept their tokens. A client that goes away cancels the request."""
     obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
+    turn = call.turn
     stream = turn.stream() if turn is not None else None
     pending: list = []  # kept tokens' log-probabilities not yet sent
     offset = [0]  # a completion's text sent so far (its log-probabilities' text offsets)
@@ -262,8 +197,7 @@ async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model
     try:
         if kind == "chat":
             yield chunk({"role": "assistant", "content": ""})
-        while True:
-            event, value = await handle.events.get()
+        async for event, value in call.events():
             if event == "logprobs":
                 pending.extend(value)
             elif event == "text":
@@ -274,7 +208,6 @@ async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model
                         yield chunk(spell.delta(e))
             elif event == "error":
                 yield sse({"error": {"message": value, "type": "server_error"}})
-                break
             elif event == "done":
                 result = value
                 reply = None
@@ -282,29 +215,13 @@ async def _stream(handle: Handle, body, kind: str, rid: str, created: int, model
                     for e in stream.finish():
                         yield chunk(spell.delta(e))
                     reply = stream.reply()
-                metrics.finished(result)
-                if turn is not None:
-                    prompter.remember(turn, result)
+                call.finished(result)
                 yield chunk({}, "", finish_reason(result, reply), specdec=specdec_field(result))
                 if body.include_usage():
                     yield sse({"id": rid, "object": obj, "created": created, "model": model,
                                "choices": [], "usage": usage(result)})
-                break
         yield sse("[DONE]")
         done = True
     finally:
         if not done:
-            handle.cancel()
-
-
-def _depth(value, limit: int = MAX_DEPTH) -> int:
-    """How deep ``value`` nests lists and objects (counted without recursion, up to past ``limit``)."""
-    deepest, todo = 0, [(value, 1)]
-    while todo:
-        v, d = todo.pop()
-        if isinstance(v, (dict, list)):
-            deepest = max(deepest, d)
-            if deepest > limit:
-                return deepest
-            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
+            call.cancel()

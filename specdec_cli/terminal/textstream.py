@@ -26,6 +26,7 @@ class TextStream:
         self._held_flags: list[bool] = []  # one per character of _held
         self.text = ""  # everything released so far
         self.stopped = False  # a stop string was found
+        self.matched: str | None = None  # which one (the first in the text)
 
     def push(self, tokens: list[int], from_draft: list[bool]) -> list[Segment]:
         """Add emitted tokens; return the segments that are now safe to print."""
@@ -48,9 +49,9 @@ class TextStream:
     def _release(self, final: bool) -> list[Segment]:
         held = self._held
         cut = len(held)
-        found = [i for i in (held.find(s) for s in self._stops) if i >= 0]
+        found = [(i, s) for s, i in ((s, held.find(s)) for s in self._stops) if i >= 0]
         if found:
-            cut = min(found)
+            cut, self.matched = min(found)
             self.stopped = True
         elif not final:
             cut -= self._stop_prefix_len(held)

@@ -1,0 +1,69 @@
+"""One request on its way through the engine, whatever API it came by.
+
+A ``Call`` hands the prepared request to the engine thread (a ``Work``), reads its events back
+(the text as it becomes final, log-probabilities, the result), polls whether a client that waits
+for a whole reply is still there, and records the end once (metrics; the conversation's tokens,
+kept for its next turn). Chat Completions, completions, Responses and Messages differ only in
+how they read a request and spell what comes back; this part is theirs in common.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+
+from .api_error import ApiError
+from .worker import Handle, Work
+
+DISCONNECT_POLL = 0.5  # seconds between checks that a client waiting for a whole reply is still there
+
+
+class Call:
+    def __init__(self, worker, metrics, prompter, tokens: list[int], gen, seed: int, arrived: float, turn=None):
+        """Submitted at once: a full queue is a 503 (``ApiError``), spelled by the caller's API."""
+        self.metrics, self.prompter, self.turn = metrics, prompter, turn
+        self.handle = Handle(asyncio.get_running_loop())
+        work = Work(self.handle, tokens, gen, seed, turn.sources if turn is not None else (), arrived)
+        if not worker.submit(work):
+            raise ApiError(503, "the server is busy: too many requests queued", kind="server_error",
+                           headers={"Retry-After": "1"})
+        metrics.accepted()
+
+    async def events(self, request: Request | None = None):
+        """(kind, value) as the engine sends them, up to "done" or "error"; with ``request``, a client
+        that went away while it waited cancels the call."""
+        while True:
+            if request is None:
+                kind, value = await self.handle.events.get()
+            else:
+                try:
+                    kind, value = await asyncio.wait_for(self.handle.events.get(), DISCONNECT_POLL)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        self.handle.cancel()
+                    continue
+            yield kind, value
+            if kind in ("done", "error"):
+                return
+
+    async def whole(self, request: Request):
+        """The whole text and the result (a 500 if the engine stopped), the end recorded."""
+        text: list[str] = []
+        async for kind, value in self.events(request):
+            if kind == "text":
+                text.append(value)
+            elif kind == "error":
+                raise ApiError(500, value, kind="server_error")
+            elif kind == "done":
+                self.finished(value)
+                return "".join(text), value
+        raise AssertionError("the engine's events end with done or error")
+
+    def finished(self, result) -> None:
+        self.metrics.finished(result)
+        if self.turn is not None:
+            self.prompter.remember(self.turn, result)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
