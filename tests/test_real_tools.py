@@ -4,6 +4,7 @@ staying text in the real vocabulary."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -57,3 +58,40 @@ def test_spelled_control_tokens_stay_text_and_clean_prompts_keep_llama_servers_t
         assert pieces.tokens(model) == plain.tokens(model)
     finally:
         model.close()
+
+
+def test_the_three_doors_agree_on_the_real_target(real_server):
+    """Chat Completions, Responses and Messages on the real target: the same greedy answer and the same
+    call through each, and a Responses round trip that continues from ``previous_response_id``."""
+    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic")
+    oa = openai.OpenAI(base_url=f"{real_server.url}/v1", api_key="x", max_retries=0)
+    cl = anthropic.Anthropic(base_url=real_server.url, api_key="x", max_retries=0)
+    ask = "Write a Python function that returns the square of a number."
+    chat = oa.chat.completions.create(model="x", messages=[{"role": "user", "content": ask}], max_tokens=60,
+                                      temperature=0).choices[0].message.content
+    resp = oa.responses.create(model="x", input=ask, max_output_tokens=60, temperature=0)
+    mess = cl.messages.create(model="x", messages=[{"role": "user", "content": ask}], max_tokens=60,
+                              extra_body={"temperature": 0})
+    assert chat and resp.output_text == chat and mess.content[0].text == chat
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    weather = "What is the weather in Paris? Use the tool."
+    call = oa.chat.completions.create(
+        model="x", messages=[{"role": "user", "content": weather}], temperature=0, tool_choice="required",
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": schema}}],
+    ).choices[0].message.tool_calls[0].function
+    first = oa.responses.create(model="x", input=weather, temperature=0, tool_choice="required",
+                                tools=[{"type": "function", "name": "get_weather", "parameters": schema}])
+    use = cl.messages.create(model="x", messages=[{"role": "user", "content": weather}], max_tokens=100,
+                             tools=[{"name": "get_weather", "input_schema": schema}], tool_choice={"type": "any"},
+                             extra_body={"temperature": 0}).content[-1]
+    (fc,) = first.output
+    assert (fc.name, fc.arguments) == (call.name, call.arguments) and (use.name, use.input) == \
+        (call.name, json.loads(call.arguments))
+    then = oa.responses.create(model="x", previous_response_id=first.id, temperature=0, max_output_tokens=40,
+                               tools=[{"type": "function", "name": "get_weather", "parameters": schema}],
+                               input=[{"type": "function_call_output", "call_id": fc.call_id,
+                                       "output": "sunny, 21 C"}])
+    assert then.output and then.status in ("completed", "incomplete")  # an answer, or another call
+    assert then.usage.input_tokens_details.cached_tokens > 0  # the conversation was already in the cache
