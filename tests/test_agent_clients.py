@@ -32,9 +32,8 @@ class ClosedWeather(Weather):
     model_config = ConfigDict(extra="forbid")
 
 
-def test_openai_agents_function_tool_round_trip(server):
-    agents = pytest.importorskip("agents")
-    agents.set_tracing_disabled(True)
+def weather_agent(agents, model, **agent_options):
+    """The weather agent, on ``model``, and the list of cities its tool was called with."""
     called: list[str] = []
 
     @agents.function_tool
@@ -43,11 +42,17 @@ def test_openai_agents_function_tool_round_trip(server):
         called.append(city)
         return "sunny, 21 C"
 
-    client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    model = agents.OpenAIChatCompletionsModel(model="x", openai_client=client)
     agent = agents.Agent(name="weather", instructions="Answer with the weather.", tools=[get_weather], model=model,
                          model_settings=agents.ModelSettings(tool_choice="required", temperature=0, max_tokens=200,
-                                                                       parallel_tool_calls=False))
+                                                             parallel_tool_calls=False), **agent_options)
+    return agent, called
+
+
+def test_openai_agents_function_tool_round_trip(server):
+    agents = pytest.importorskip("agents")
+    agents.set_tracing_disabled(True)
+    client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    agent, called = weather_agent(agents, agents.OpenAIChatCompletionsModel(model="x", openai_client=client))
     result = agents.Runner.run_sync(agent, "What is the weather in Paris?", max_turns=4)
     assert called, "the agent never called its tool"
     assert isinstance(result.final_output, str)

@@ -7,12 +7,11 @@ each door's faults are 4xx in its own API's error format, before the model is to
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
 import httpx
 import pytest
-from pydantic import Field
 
+from test_agent_clients import weather_agent
 from test_serve_tools import SCHEMAS, WEATHER, server  # noqa: F401  (the tiny target with Qwen2.5's template)
 
 openai = pytest.importorskip("openai")
@@ -96,23 +95,12 @@ def test_responses_plain_streamed_tool_round_trip_previous_id_and_json_schema(se
 def test_openai_agents_default_responses_model_with_a_function_tool(server):
     agents = pytest.importorskip("agents")
     agents.set_tracing_disabled(True)
-    called: list[str] = []
-
-    @agents.function_tool
-    def get_weather(city: Annotated[str, Field(max_length=10)]) -> str:
-        """The weather in a city."""
-        called.append(city)
-        return "sunny, 21 C"
-
     client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    model = agents.OpenAIResponsesModel(model="x", openai_client=client)
     # the agent stops at its tool's output: the Responses model takes an answer cut by its budget (status
     # incomplete) as a failure, and a tiny random model answers until the budget; the call that follows a
     # function_call_output is checked with the SDK above
-    agent = agents.Agent(name="weather", instructions="Answer with the weather.", tools=[get_weather], model=model,
-                         model_settings=agents.ModelSettings(tool_choice="required", temperature=0, max_tokens=200,
-                                                             parallel_tool_calls=False),
-                         tool_use_behavior="stop_on_first_tool")
+    agent, called = weather_agent(agents, agents.OpenAIResponsesModel(model="x", openai_client=client),
+                                  tool_use_behavior="stop_on_first_tool")
     result = agents.Runner.run_sync(agent, "What is the weather in Paris?", max_turns=4)
     assert called, "the agent never called its tool"
     assert result.final_output == "sunny, 21 C"
