@@ -137,9 +137,13 @@ def test_each_door_refuses_bad_requests_in_its_own_format(server):
     for body, param in [({"input": [{"type": "image_generation_call"}]}, "input"),
                         ({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}, "input"),
                         ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
-                        ({"input": "hi", "background": True}, "background")]:
+                        ({"input": "hi", "background": True}, "background"),
+                        ({"input": "hi", "reasoning": {"effort": "high"}}, "reasoning")]:
         r = httpx.post(f"{url}/v1/responses", json={"model": "x", **body})
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    none = httpx.post(f"{url}/v1/responses", json={"model": "x", "input": "hi", "max_output_tokens": 2,  # Codex's
+                                                   "reasoning": {"effort": "none"}, "include": ["reasoning.encrypted_content"]})
+    assert none.status_code == 200, none.text
     r = httpx.post(f"{url}/v1/responses", json={"model": "x", "input": "hi", "previous_response_id": "resp_nope"})
     assert r.status_code == 404 and r.json()["error"]["param"] == "previous_response_id"
     assert httpx.get(f"{url}/v1/responses/resp_nope").status_code == 404
@@ -154,5 +158,8 @@ def test_each_door_refuses_bad_requests_in_its_own_format(server):
         r = httpx.post(f"{url}/v1/messages", json={"model": "x", **body})
         assert r.status_code == 400 and r.json()["type"] == "error", r.text
         assert r.json()["error"]["type"] == "invalid_request_error"
+    reminded = httpx.post(f"{url}/v1/messages", json={"model": "x", "max_tokens": 2, "messages": [  # as Claude Code
+        {"role": "user", "content": "hi"}, {"role": "system", "content": "a reminder"}]})
+    assert reminded.status_code == 200, reminded.text
     with pytest.raises(anthropic.BadRequestError):
         _claude(server).messages.create(model="x", messages=[{"role": "user", "content": "hi"}], max_tokens=0)

@@ -66,9 +66,12 @@ def to_chat(body: MessagesRequest) -> dict:
     called: set[str] = set()
     for i, m in enumerate(body.messages):
         at = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise ApiError(400, f"{at}: each message needs a role, user or assistant", param="messages")
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise ApiError(400, f"{at}: each message needs a role, user, assistant or system", param="messages")
         role, content = m["role"], m.get("content")
+        if role == "system":  # Claude Code sends reminders as system messages between the turns
+            messages.append({"role": "system", "content": _text(content, at + ".content")})
+            continue
         if isinstance(content, str):
             messages.append({"role": role, "content": content})
             continue

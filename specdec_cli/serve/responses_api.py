@@ -9,7 +9,8 @@ budget (``to_chat``). A response is kept in memory (``ResponseStore``: the conve
 bounded, the oldest dropped; none with ``store: false``), so a client may send
 ``previous_response_id`` and only its new items: the conversation is rebuilt from the store, and
 the prefix cache already holds it. Refused by name: hosted tools (web search, file search, ...),
-non-text input parts, ``background``, ``reasoning`` settings, ``truncation: auto``.
+non-text input parts, ``background``, ``reasoning`` other than effort ``none`` (the model
+reasons not at all), ``truncation: auto``.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ class ResponsesRequest(BaseModel):
     def unsupported(self) -> tuple[str, str] | None:
         if self.background:
             return "background", "background responses are not supported"
-        if self.reasoning and any(v is not None for v in self.reasoning.values()):
-            return "reasoning", "reasoning settings are not supported by this model; leave reasoning out"
+        if self.reasoning and (self.reasoning.get("effort") not in (None, "none")
+                               or self.reasoning.get("summary") not in (None, "none")
+                               or set(self.reasoning) - {"effort", "summary"}):
+            return "reasoning", "reasoning is not supported by this model: leave it out, or effort \"none\""
         if self.truncation not in (None, "disabled"):
             return "truncation", "truncation must be disabled (a prompt past the context is a 400)"
         return None
