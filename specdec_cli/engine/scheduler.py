@@ -10,7 +10,8 @@ begins like one already in the cache (the same system prompt, the earlier turns 
 conversation) shares those cells instead of computing them again: in place when the free
 sequence holding them takes it, else copied (``seq_cp``), or after waiting for a prompt that
 is still reading the same prefix. Finished sequences keep their cells until a later prompt
-needs the sequence; with more sequences than run at once, the least recently used goes first.
+needs the sequence; with more sequences than run at once, the least recently used goes first
+(which sequence a prompt takes and what it reuses: ``admission.py``).
 
 Which sequences draft, and how far, is decided for the whole pass (``pass_drafts.py``). Each
 sequence is verified on its own rows with its own verifier and sampler (its own RNG), and a
@@ -32,6 +33,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from ..terminal.textstream import TextStream
+from .admission import Admission
 from .constraint import PassMasks, through_end
 from .drafters.auto import Hindsight
 from .drafters.edits import EditTracker
@@ -47,11 +49,10 @@ from .session import Session
 from .stats import GenerationStats
 from .verify import Sampler, SamplingParams, make_verifier, resolve_verify
 
-SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
 RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 
 
-class Scheduler:
+class Scheduler(Admission):
     """Runs jobs ``n_parallel`` at a time on an engine loaded with at least that many sequences;
     the context's other sequences keep finished prompts' cells for later ones."""
 
@@ -261,79 +262,6 @@ class Scheduler:
             caps[caps.index(max(caps))] -= 1
         return caps
 
-    # --- admission and prefix sharing --------------------------------------------------------
-    def _admit(self) -> None:
-        while self.waiting and self.running < self.n_parallel:
-            job = self.waiting.popleft()
-            prompt = job.prompt
-            limit = len(prompt) - 1  # the last prompt token is always evaluated by the first decode pass
-            slot, own = self._place(prompt, limit)
-            best, src = own, slot
-            for other in self.slots:
-                n = _common(other.tokens[: other.n_cached], prompt, limit)
-                if n > best:
-                    best, src = n, other
-            if src is slot:
-                self.ctx.seq_rm(slot.seq, own, -1)
-            else:
-                self.ctx.seq_rm(slot.seq, -1, -1)
-                self.ctx.seq_cp(src.seq, slot.seq, 0, best)
-            self._start(slot, job, best)
-            if job.ready is not None:
-                slot.stats.timeline.append({"at": round(job.ready - job.arrived, 4), "event": "ready"})
-            self._note(slot, "admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,
-                       unread=slot.unread, running=self.running)
-            # a longer prefix another prompt is still reading: wait for its cells rather than compute them twice
-            for other in self.slots:
-                if other is slot or other.job is None or other.decoding:
-                    continue
-                n = _common(other.tokens[: other.n_prompt], prompt, limit)
-                if n >= best + SHARE_MIN and (slot.wait is None or n > slot.wait[1]):
-                    slot.wait = (other, n)
-            if slot.wait is not None:
-                self._note(slot, "waits", on=slot.wait[0].seq, cells=slot.wait[1])
-
-    def _note(self, slot: SeqSlot, event: str, **what) -> None:
-        """One line of a request's timeline (``GenerationStats.timeline``), up to its first token."""
-        if slot.stats.ttft_seconds is None:
-            slot.stats.timeline.append({"at": round(time.perf_counter() - slot.job.arrived, 4), "event": event,
-                                        **what})
-
-    def _place(self, prompt: list[int], limit: int) -> tuple[SeqSlot, int]:
-        """The free sequence a prompt takes, and how many of its cells the prompt keeps in place.
-        A sequence's cells are overwritten only where the prompt continues them (drops at most
-        ``SHARE_MIN``: the next turn of that conversation; the longest such wins); otherwise the
-        prompt takes an empty or the least recently used sequence, and ``_admit`` copies its
-        prefix from wherever it is longest (a copy in a unified cache tags cells, it computes
-        nothing). Chosen by the longest common prefix alone, a new conversation took the sequence
-        of an idle one it shared only the system prompt with (29 of 350 cells), so that one's
-        next turn read its whole history again: 3.58 s to its first token beside a decoding
-        neighbour, against 0.15 s with its cells kept (the real pair, 2 CPU cores)."""
-        free = [s for s in self.slots if s.job is None]
-        kept = {s.seq: _common(s.tokens[: s.n_cached], prompt, limit) for s in free}
-        going_on = [s for s in free if s.n_cached and kept[s.seq] >= s.n_cached - SHARE_MIN]
-        if going_on:
-            slot = max(going_on, key=lambda s: (kept[s.seq], -s.last_used))
-        else:
-            slot = min(free, key=lambda s: (s.n_cached > 0, s.last_used))
-        return slot, kept[slot.seq]
-
-    def _share_ready(self) -> None:
-        """Waiting sequences take the shared cells their source has computed by now."""
-        for slot in self.slots:
-            if slot.wait is None:
-                continue
-            src, n = slot.wait
-            if src.job is None or src.n_cached >= n:
-                if _common(src.tokens[: src.n_cached], slot.tokens, n) == n:
-                    self.ctx.seq_rm(slot.seq, -1, -1)
-                    self.ctx.seq_cp(src.seq, slot.seq, 0, n)
-                    slot.stats.n_prompt_reused = slot.n_cached = n
-                    self._note(slot, "shared", copied_from=src.seq, reused=n)
-                    if slot.decoding:
-                        slot.stats.prompt_seconds = time.perf_counter() - slot.t_admit
-                slot.wait = None
-
     def _start(self, slot: SeqSlot, job: Job, reused: int) -> None:
         gen = job.gen or self.gen
         slot.job, slot.gen, slot.wait = job, gen, None
@@ -467,12 +395,3 @@ class Scheduler:
         )
         s.job, s.wait, s.last_used = None, None, now  # the cells stay for a later prompt that shares them
         return job, result
-
-
-def _common(a: list[int], b: list[int], limit: int) -> int:
-    """Length of the common prefix of ``a`` and ``b``, at most ``limit``."""
-    n = min(len(a), len(b), limit)
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
