@@ -218,6 +218,24 @@ def loop_parser(description: str, max_tokens: int | None, log: str, n_help: str 
     return ap
 
 
+def systems_of(ap: Parser, specs: list[str]) -> list[tuple[str, str]]:
+    """The ``--system LABEL::command`` options as (label, command); a malformed one is a one-line error."""
+    systems = []
+    for spec in specs:
+        label, sep, cmd = spec.partition("::")
+        if not sep or not label.strip() or not cmd.strip():
+            ap.error(f"--system {spec!r} is not LABEL::command")
+        systems.append((label.strip(), cmd.strip()))
+    return systems
+
+
+def save_runs(path: str | None, args, runs: list[dict]) -> None:
+    """Every figure of a side-by-side run, with the options that made it, as JSON (``--json``)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
+
+
 def turn_columns(n_turns: int, first: str) -> str:
     """The header of the per-turn columns: the median time to ``first`` (what the turn's first
     streamed piece is called) and the median time of each turn."""
@@ -263,8 +281,10 @@ def main() -> int:
     n = args.max_tokens or (2048 if args.natural else 400)
     stagger = args.stagger if args.stagger is not None else (3.0 if args.natural else 0.0)
     think = args.think if args.think is not None else (2.0 if args.natural else 0.0)
+    if stagger < 0 or think < 0 or n < 1:
+        ap.error("--stagger and --think take seconds of at least 0, -n a count of at least 1")
     play = functools.partial(session, tasks=args.tasks, stagger=stagger, think=think)
-    systems = [tuple(s.split("::", 1)) for s in args.system]
+    systems = systems_of(ap, args.system)
     runs: list[dict] = []
     with open(args.log, "w") as log:
         for r, label, cmd in alternating(systems, args.rounds):
@@ -282,9 +302,7 @@ def main() -> int:
         print(f"{label:<20} {statistics.mean(x['wall'] for x in mine):14.2f} "
               f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} {later_ttft(turns):8.2f} "
               + turn_cells(turns, args.turns, "ttft"))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
+    save_runs(args.json, args, runs)
     return 0
 
 

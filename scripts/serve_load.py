@@ -39,7 +39,7 @@ import time
 
 import httpx
 import psutil
-from agent_loop import Server, alternating
+from agent_loop import Server, alternating, systems_of
 from script_io import Parser
 
 
@@ -169,9 +169,8 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(q / 100 * len(xs) + 0.5) - 1))]
 
 
-def compare(args) -> int:
-    """The same load on every ``--system``, rounds in alternating order: time to first token and throughput."""
-    systems = [tuple(s.split("::", 1)) for s in args.system]
+def compare(args, systems: list[tuple[str, str]]) -> int:
+    """The same load on every system, rounds in alternating order: time to first token and throughput."""
     pooled: dict[str, dict[str, list]] = {label: {"ttft": [], "rate": [], "lost": []} for label, _ in systems}
     with open(args.log, "w") as log:
         for r, label, cmd in alternating(systems, args.rounds):
@@ -215,7 +214,7 @@ def main() -> int:
     ap.add_argument("--log", default="/tmp/serve_load.log", help="with --system: the servers' output")
     args = ap.parse_args()
     if args.system:
-        return compare(args)
+        return compare(args, systems_of(ap, args.system))
     if not args.target:
         ap.error("give -t (specdec serve's target) or --system")
 

@@ -30,7 +30,7 @@ import time
 import traceback
 from typing import Annotated
 
-from agent_loop import Server
+from agent_loop import Server, systems_of
 from pydantic import BaseModel, Field
 from script_io import Parser
 
@@ -152,7 +152,7 @@ def main() -> int:
     args = ap.parse_args()
     results: dict[str, dict] = {}
     with open(args.log, "w") as log:
-        for label, cmd in (tuple(s.split("::", 1)) for s in args.system):
+        for label, cmd in systems_of(ap, args.system):
             server = Server(label, cmd, log)
             mine: dict = {"checks": {}}
             try:

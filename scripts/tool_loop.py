@@ -30,7 +30,7 @@ import sys
 import time
 
 import httpx
-from agent_loop import alternating, loop_parser, run_system, turn_cells, turn_columns
+from agent_loop import alternating, loop_parser, run_system, save_runs, systems_of, turn_cells, turn_columns
 
 TOOL = {"type": "function", "function": {
     "name": "write_file", "description": "Write a file: its whole new content replaces the old.",
@@ -222,8 +222,9 @@ def session(url: str, k: int, turns: int, n: int) -> list[dict]:
 
 
 def main() -> int:
-    args = loop_parser(__doc__.splitlines()[0], 1000, "/tmp/tool_loop.log").parse_args()
-    systems = [tuple(s.split("::", 1)) for s in args.system]
+    ap = loop_parser(__doc__.splitlines()[0], 1000, "/tmp/tool_loop.log")
+    args = ap.parse_args()
+    systems = systems_of(ap, args.system)
     runs: list[dict] = []
     warm = lambda url: stream_turn(url, [{"role": "user", "content": "Write hello.py printing hello."}], 40)  # noqa: E731
     with open(args.log, "w") as log:
@@ -241,9 +242,7 @@ def main() -> int:
         print(f"{label:<22} {sum(x['n_valid'] for x in mine):3d}/{len(turns):<3d} "
               f"{statistics.mean(x['wall'] for x in mine):14.2f} "
               f"{round(statistics.mean(x['n_gen'] for x in mine)):7d} " + turn_cells(turns, args.turns, "first"))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
+    save_runs(args.json, args, runs)
     return 0
 
 
