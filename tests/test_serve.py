@@ -198,6 +198,37 @@ def test_a_client_that_goes_away_mid_stream_frees_its_sequence(server):
     assert out.usage.completion_tokens == 4
     metrics = httpx.get(f"{server.url}/metrics").text
     assert "specdec_requests_total" in metrics and "specdec_sequences_per_pass" in metrics
+    assert _counter(server.url, "specdec_requests_cancelled_total") >= 1
+
+
+def _counter(url: str, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics").text
+    return next(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
+
+
+def test_a_silent_stream_says_it_is_still_there():
+    """While a long prompt is read no token comes for minutes on a CPU: the stream gets an "idle"
+    event each interval (spelled as a keep-alive by each API), and the events still end with
+    the result."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from specdec_cli.serve.calls import Call
+
+    async def run():
+        call = Call(SimpleNamespace(submit=lambda work: True), SimpleNamespace(accepted=lambda: None),
+                    None, [1, 2], None, 0, 0.0)
+        seen = []
+        async for kind, _ in call.events(idle=0.05):
+            seen.append(kind)
+            if seen.count("idle") == 2:
+                call.handle.put("text", "a")
+                call.handle.put("done", None)
+        return seen
+
+    assert asyncio.run(run()) == ["idle", "idle", "text", "done"]
 
 
 def _histogram_counts(url: str) -> dict[str, float]:

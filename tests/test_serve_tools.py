@@ -247,3 +247,41 @@ def test_an_answered_turn_comes_back_as_its_own_tokens_and_a_spelled_copy_does_n
         assert prompter.turn(spelled, tools).tokens == fresh.turn(spelled, tools).tokens
     finally:
         model.close()
+
+
+def test_schema_keywords_the_grammar_lacks_are_said_and_checked_after_the_call(tiny_tool_target, capsys):
+    """Claude Code's tools use ``propertyNames``, which llguidance does not implement: such a
+    schema is compiled leniently, not refused (the agent could not start otherwise), the
+    ignored keyword is named once on stderr, and a call that breaks it is named when read.
+    A schema that is wrong, not merely beyond the grammar, is still a 400's ToolsError."""
+    from specdec_cli.engine.llama_model import Model
+    from specdec_cli.toolcalls.request import ToolsError, read_tools
+    from specdec_cli.toolcalls.turn import ChatPrompter
+
+    env = {"type": "function", "function": {"name": "run", "parameters": {
+        "type": "object", "properties": {"env": {"type": "object", "propertyNames": {"pattern": "^[A-Z]+$"},
+                                                 "additionalProperties": {"type": "string"}}},
+        "required": ["env"]}}}
+    model = Model(tiny_tool_target)
+    try:
+        prompter = ChatPrompter(model, 4096)
+        tools = read_tools([env, WEATHER], "auto")
+        turn = prompter.turn(ASK, tools)
+        assert turn.loose == {"run": tools.tools[0].argument_schema()} and turn.grammar is not None
+        prompter.turn(ASK, tools)
+        said = capsys.readouterr().err
+        assert said.count("propertyNames") == 1 and "'run'" in said, said
+
+        def called(args: str) -> str:
+            reply = turn.read(prompter.format.write_calls([("run", args, "")]))
+            assert [c.name for c in reply.calls] == ["run"] and reply.calls[0].arguments == args
+            return capsys.readouterr().err
+
+        assert called('{"env": {"PATH": "/bin"}}') == ""
+        assert "breaks its schema" in called('{"env": {"path": "/bin"}}')
+        bad = {"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"type": "strng"}}}}}
+        with pytest.raises(ToolsError):
+            prompter.turn(ASK, read_tools([bad], "auto"))
+    finally:
+        model.close()

@@ -31,7 +31,7 @@ from ..toolcalls.request import ToolsError, closed, read_tools
 from . import messages_api, responses_api
 from .api_error import ApiError
 from .bodies import check_key, read_body
-from .calls import Call
+from .calls import KEEPALIVE_SECONDS, Call
 from .metrics import Metrics
 from .openai_out import Spelling, finish_reason, specdec_field, sse, usage
 from .schemas import ChatRequest, CompletionRequest
@@ -197,8 +197,10 @@ async def _stream(call: Call, body, kind: str, rid: str, created: int, model: st
     try:
         if kind == "chat":
             yield chunk({"role": "assistant", "content": ""})
-        async for event, value in call.events():
-            if event == "logprobs":
+        async for event, value in call.events(idle=KEEPALIVE_SECONDS):
+            if event == "idle":
+                yield ": keep-alive\n\n"  # an SSE comment: clients skip it
+            elif event == "logprobs":
                 pending.extend(value)
             elif event == "text":
                 if stream is None:

@@ -17,6 +17,9 @@ from .api_error import ApiError
 from .worker import Handle, Work
 
 DISCONNECT_POLL = 0.5  # seconds between checks that a client waiting for a whole reply is still there
+# seconds of silence after which a stream says it is still there (a long prompt read on a CPU
+# takes minutes before the first token; clients and proxies drop a stream idle for long)
+KEEPALIVE_SECONDS = 10.0
 
 
 class Call:
@@ -30,19 +33,25 @@ class Call:
                            headers={"Retry-After": "1"})
         metrics.accepted()
 
-    async def events(self, request: Request | None = None):
+    async def events(self, request: Request | None = None, idle: float | None = None):
         """(kind, value) as the engine sends them, up to "done" or "error"; with ``request``, a client
-        that went away while it waited cancels the call."""
+        that went away while it waited cancels the call (a stream's client going away cancels
+        it through Starlette, which stops the stream). With ``idle``: ("idle", None) after that
+        many seconds without an event, for a stream to spell as its keep-alive."""
+        wait = DISCONNECT_POLL if request is not None else idle
+        quiet = 0.0
         while True:
-            if request is None:
-                kind, value = await self.handle.events.get()
-            else:
-                try:
-                    kind, value = await asyncio.wait_for(self.handle.events.get(), DISCONNECT_POLL)
-                except asyncio.TimeoutError:
-                    if await request.is_disconnected():
-                        self.handle.cancel()
-                    continue
+            try:
+                kind, value = await asyncio.wait_for(self.handle.events.get(), wait)
+            except asyncio.TimeoutError:
+                if request is not None and await request.is_disconnected():
+                    self.handle.cancel()
+                quiet += wait
+                if idle is not None and quiet >= idle:
+                    quiet = 0.0
+                    yield "idle", None
+                continue
+            quiet = 0.0
             yield kind, value
             if kind in ("done", "error"):
                 return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from ..toolcalls.parse import ArgsDelta, CallStart, Content, Reply
+from .calls import KEEPALIVE_SECONDS
 
 
 class MessageSpelling:
@@ -96,8 +97,10 @@ async def stream_events(call, spell: MessageSpelling, n_prompt: int):
     try:
         yield event("message_start", {"message": spell.head(n_prompt)})
         yield event("ping", {})
-        async for kind, value in call.events():
-            if kind == "text":
+        async for kind, value in call.events(idle=KEEPALIVE_SECONDS):
+            if kind == "idle":
+                yield event("ping", {})  # Anthropic's own keep-alive
+            elif kind == "text":
                 for e in stream.feed(value):
                     for line in spelled(e):
                         yield line

@@ -28,7 +28,7 @@ class Metrics:
         self._worker = None
         r = self.registry
         self._requests = Counter("specdec_requests", "Requests accepted for running.", registry=r)
-        self._finished = Counter("specdec_requests_finished", "Requests that ended.", registry=r)
+        self._finished = Counter("specdec_requests_finished", "Requests answered in full.", registry=r)
         self._prompt = Counter("specdec_prompt_tokens", "Prompt tokens of finished requests.", registry=r)
         self._cached = Counter("specdec_prompt_tokens_cached", "Prompt tokens whose cells were reused.", registry=r)
         self._generated = Counter("specdec_tokens_generated", "Tokens generated.", registry=r)
@@ -83,5 +83,7 @@ class _EngineCollector:
         yield CounterMetricFamily("specdec_passes", "Target passes.", value=run.n_passes)
         yield GaugeMetricFamily("specdec_sequences_per_pass", "Mean sequences decoding per target pass.",
                                 value=run.mean_sequences or 0.0)
+        yield CounterMetricFamily("specdec_requests_cancelled", "Requests ended because their client went away.",
+                                  value=worker.cancelled)
         yield GaugeMetricFamily("specdec_requests_running", "Requests decoding now.", value=worker.running)
         yield GaugeMetricFamily("specdec_queue_length", "Requests waiting for a sequence.", value=worker.queued)

@@ -9,6 +9,7 @@ import json
 import secrets
 
 from ..toolcalls.parse import ArgsDelta, CallStart, Content, Reply
+from .calls import KEEPALIVE_SECONDS
 
 
 class ResponseSpelling:
@@ -134,8 +135,10 @@ async def stream_events(call, spell: ResponseSpelling, on_done):
     try:
         yield events.ev("response.created", response=spell.response([]))
         yield events.ev("response.in_progress", response=spell.response([]))
-        async for kind, value in call.events():
-            if kind == "text":
+        async for kind, value in call.events(idle=KEEPALIVE_SECONDS):
+            if kind == "idle":  # the API has no keep-alive event; this one is true and harmless to repeat
+                yield events.ev("response.in_progress", response=spell.response(events.output))
+            elif kind == "text":
                 text.append(value)
                 for e in stream.feed(value):
                     for line in events.spelled(e):

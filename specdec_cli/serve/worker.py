@@ -77,6 +77,7 @@ class Worker:
         self._stopping = threading.Event()
         self._ended = False  # run() has returned: nothing will be admitted any more
         self.failed: BaseException | None = None  # what ended the loop, if it was not a shutdown
+        self.cancelled = 0  # requests ended because their client went away (read by /metrics)
 
     # --- the HTTP side ------------------------------------------------------------------------
     @property
@@ -123,6 +124,8 @@ class Worker:
                 if sched.busy:
                     for job, result in sched.step():
                         handle = self._handles.pop(job.index, None)
+                        if result.stats.stop_reason == "cancelled" and not stopping:
+                            self.cancelled += 1
                         if handle is not None:
                             handle.put("done", result)
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear of it
@@ -149,7 +152,8 @@ class Worker:
 
     def _admit(self, work: Work) -> None:
         handle = work.handle
-        if handle.cancelled:
+        if handle.cancelled:  # gone before the engine saw it
+            self.cancelled += 1
             return
         job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen, sources=work.sources,
                   on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)),

@@ -34,10 +34,11 @@ TEXT = "/(?s:.*)/"
 
 
 def call_grammar(syntax: CallSyntax, req: ToolRequest, specials: Mapping[str, int] | None = None,
-                 text_schema: dict | bool | None = None) -> str:
+                 text_schema: dict | bool | None = None, lenient: frozenset[str] = frozenset()) -> str:
     """The Lark grammar for a reply to ``req`` (whose choice is not "none"). ``specials``: the
     literal texts of the syntax that are one special token of the vocabulary, and its id.
-    ``text_schema``: under auto, the JSON Schema a reply without calls must follow."""
+    ``text_schema``: under auto, the JSON Schema a reply without calls must follow.
+    ``lenient``: tools whose schemas are compiled ignoring the keywords llguidance lacks."""
     specials = specials or {}
     tools = req.callable()
     lines = ["%llguidance {}"]
@@ -61,7 +62,9 @@ def call_grammar(syntax: CallSyntax, req: ToolRequest, specials: Mapping[str, in
 
     call, lead = syntax.call, len(syntax.open) == 0
     for i, tool in enumerate(tools):
-        schema = {**tool.argument_schema(), "x-guidance": JSON_DEFAULTS}
+        schema = tool.argument_schema()
+        schema = {**schema, "x-guidance": {**JSON_DEFAULTS, **schema.get("x-guidance", {}),
+                                           **({"lenient": True} if tool.name in lenient else {})}}
         lines.append(f"args_{i}: %json {json.dumps(schema)}")
         lines.append(f"call_{i}: {seq(call, i)}")
         if lead:

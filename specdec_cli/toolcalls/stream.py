@@ -9,6 +9,10 @@ same calls.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
+from ..terminal import console
 from .fenced import fenced_call
 from .parse import ArgsDelta, CallStart, Content, Event, ParsedCall, Reply, ToolParser
 from .request import ToolRequest
@@ -16,9 +20,12 @@ from .syntax import CallSyntax
 
 
 class ReplyStream:
-    def __init__(self, syntax: CallSyntax | None, req: ToolRequest | None, *, fenced: bool = True):
-        """``syntax`` None (no tools offered): the text is all content."""
+    def __init__(self, syntax: CallSyntax | None, req: ToolRequest | None, *, fenced: bool = True,
+                 loose: Mapping[str, dict] | None = None):
+        """``syntax`` None (no tools offered): the text is all content. ``loose``: tools whose
+        schemas the grammar held only in part (name -> schema), their calls checked at the end."""
         self.req = req
+        self.loose = loose or {}
         self.parser = ToolParser(syntax) if syntax is not None and req is not None and req.active else None
         self.hold = fenced and self.parser is not None and req.choice.mode == "auto"
         self.held: list[str] = []  # content that may yet be a fenced call
@@ -32,7 +39,11 @@ class ReplyStream:
     def finish(self) -> list[Event]:
         if self.parser is None:
             return []
-        return self._filter(self.parser.finish(), final=True)
+        events = self._filter(self.parser.finish(), final=True)
+        if self.loose:
+            for call in self.reply().calls:
+                _check(call, self.loose.get(call.name))
+        return events
 
     def reply(self, text: str = "") -> Reply:
         """What the whole reply said (after ``finish``); ``text``: the reply, when there is no parser."""
@@ -72,14 +83,31 @@ class ReplyStream:
         return [Content(held)] if held else []
 
 
+def _check(call: ParsedCall, schema: dict | None) -> None:
+    """Say on stderr where a call breaks the part of its schema the grammar could not hold.
+    The call is still returned: its JSON parses and the client, which wrote the schema, is the
+    one to judge it (Claude Code answers a bad input with an error result the model reads)."""
+    if schema is None or not call.complete:
+        return
+    import jsonschema
+
+    try:
+        jsonschema.validate(json.loads(call.arguments), schema)
+    except ValueError:
+        return  # not whole JSON: the grammar stopped it early (the token budget), said elsewhere
+    except jsonschema.ValidationError as exc:
+        console.warn(f"a call of {call.name!r} breaks its schema where the grammar could not hold it: {exc.message}")
+
+
 def _may_be_fenced(text: str) -> bool:
     head = text.lstrip()
     return head.startswith(("```", "{")) or "```".startswith(head)
 
 
-def read(syntax: CallSyntax | None, req: ToolRequest | None, text: str) -> Reply:
+def read(syntax: CallSyntax | None, req: ToolRequest | None, text: str,
+         loose: Mapping[str, dict] | None = None) -> Reply:
     """A whole reply, read as its stream would be."""
-    stream = ReplyStream(syntax, req)
+    stream = ReplyStream(syntax, req, loose=loose)
     stream.feed(text)
     stream.finish()
     return stream.reply(text)

@@ -13,14 +13,16 @@ side): it reads the vocabulary and renders text, and never decodes.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engine.chat_prompt import checked, render
 from ..engine.chat_template import TemplateRefused
 from ..engine.constraint import Grammar, compile_constraint, tokenizer_for
 from ..errors import UsageError
+from ..terminal import console
 from ..terminal.constraint_args import ConstraintSpec
 from .formats import ToolFormat, format_for
 from .grammar import call_grammar
@@ -31,6 +33,8 @@ GRAMMARS_KEPT = 32  # compiled tool grammars kept (an agent's tools, across its 
 TRANSCRIPTS_KEPT = 64  # answered conversations whose tokens are kept for their next turn
 SOURCE_MIN = 64  # characters of a message worth offering in its JSON spelling
 SOURCES_MAX = 32_768  # tokens of such spellings indexed per request
+# llguidance's words for a schema keyword or format it does not implement
+_UNSUPPORTED = re.compile(r"Unimplemented keys|Unknown format")
 
 
 @dataclass
@@ -45,13 +49,14 @@ class Turn:
     sources: tuple[list[int], ...] = ()  # the conversation's texts as a JSON string spells them
     text: str = ""  # the prompt as the template wrote it
     controls: tuple[int, ...] = ()  # where in ``text`` the template's control tokens start
+    loose: dict = field(default_factory=dict)  # tools the grammar holds only in part: name -> schema
 
     def stream(self) -> ReplyStream:
-        return ReplyStream(self.format.syntax if self.tools else None, self.tools)
+        return ReplyStream(self.format.syntax if self.tools else None, self.tools, loose=self.loose)
 
     def read(self, text: str):
         """The whole reply's content and calls, read as its stream would be."""
-        return read(self.format.syntax if self.tools else None, self.tools, text)
+        return read(self.format.syntax if self.tools else None, self.tools, text, loose=self.loose)
 
 
 class ChatPrompter:
@@ -61,6 +66,7 @@ class ChatPrompter:
         self.format = format_for(model.chat_template())
         self._specials: dict[str, int] | None = None
         self._grammars: OrderedDict[str, Grammar] = OrderedDict()
+        self._said: set[Grammar] = set()  # lenient tool schemas already named on stderr
         # prompt + reply text -> (their tokens, where the prompt's control tokens are)
         self._transcripts: OrderedDict[str, tuple[list[int], tuple[int, ...]]] = OrderedDict()
         self._lock = threading.Lock()
@@ -98,18 +104,48 @@ class ChatPrompter:
             grammar = self.constraint(text) if text is not None else None
             return Turn(tokens, grammar, frozenset(), None, self.format, sources, rendered.text,
                         rendered.controls_before(len(rendered.text)))
+        loose = {}  # tools whose schemas use keywords the grammar cannot hold: name -> schema
         for i, t in enumerate(offered.tools):  # each schema alone first: an error names its tool
-            self._compiled(ConstraintSpec("json_schema", json.dumps(t.argument_schema()),
-                                          f"tools[{i}].function.parameters"))
+            if self._tool_schema(i, t):
+                loose[t.name] = t.argument_schema()
         schema = None
         if text is not None:
             if text.kind != "json_schema":
                 raise ToolsError(f"{text.origin} cannot be combined with tools", "response_format")
             schema = json.loads(text.source_text)
-        lark = call_grammar(self.format.syntax, offered, self.specials(), schema)
+        lark = call_grammar(self.format.syntax, offered, self.specials(), schema, lenient=frozenset(loose))
         grammar = self._compiled(ConstraintSpec("grammar", lark, "tools"))
         return Turn(tokens, grammar, frozenset(self.specials().values()), offered, self.format, sources,
-                    rendered.text, rendered.controls_before(len(rendered.text)))
+                    rendered.text, rendered.controls_before(len(rendered.text)), loose)
+
+    def _tool_schema(self, i: int, tool) -> bool:
+        """Compile ``tool``'s argument schema alone (an error names the tool); True where the
+        grammar had to ignore keywords llguidance does not implement (``propertyNames``,
+        ``if``/``then``, an unknown ``format``: Claude Code's tools use the first). Such a
+        schema is compiled leniently, as llguidance offers, rather than refused: the agent
+        could not run at all otherwise. The ignored keywords are said once on stderr, and the
+        calls' arguments are validated against the whole schema after generation
+        (``ReplyStream``), so a call that breaks them is named, not passed on unseen."""
+        schema = tool.argument_schema()
+        origin = f"tools[{i}].function.parameters"
+        try:
+            self._compiled(ConstraintSpec("json_schema", json.dumps(schema), origin))
+            return False
+        except ToolsError as exc:
+            if not _UNSUPPORTED.search(str(exc)):
+                raise
+            strict = exc
+        lenient = {**schema, "x-guidance": {**schema.get("x-guidance", {}), "lenient": True}}
+        try:
+            grammar = self._compiled(ConstraintSpec("json_schema", json.dumps(lenient), origin))
+        except ToolsError:
+            raise strict from None
+        if grammar not in self._said:
+            self._said.add(grammar)
+            ignored = "; ".join(dict.fromkeys(grammar.warnings)) or str(strict)
+            console.warn(f"tool {tool.name!r}: the grammar cannot hold part of its schema ({ignored}); "
+                         "its calls' arguments are checked after they are written")
+        return True
 
     def _tokens(self, rendered) -> list[int]:
         """The prompt's tokens. Where it begins with the text of a conversation this server
