@@ -397,3 +397,17 @@ def test_ngram_method_and_verify_flag(tiny_target):
 def test_a_bad_method_or_verify_fails_at_parse_time_listing_the_choices(args, flag, choices):
     """Refused before any file is read (x.gguf does not exist), with every choice named."""
     assert_one_line_error(specdec(*args), 2, flag, "bogus", choices)
+
+
+def test_version_and_a_bare_call():
+    """``--version`` prints one line on stdout; ``specdec`` alone shows the help on stderr, not
+    an ``error:`` line, and exits 2 as a call that did nothing."""
+    from importlib.metadata import version
+
+    import specdec_cli
+
+    out = specdec("--version")
+    assert out.returncode == 0 and out.stdout == (
+        f"specdec {specdec_cli.__version__} (llama-cpp-python {version('llama_cpp_python')})\n")
+    bare = specdec()
+    assert bare.returncode == 2 and bare.stdout == "" and bare.stderr.startswith("Usage: specdec")

@@ -53,6 +53,31 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    """``--version``: this package's version and the llama.cpp binding it runs on (from the
+    installed metadata: loading the library itself would take a second)."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+
+    try:
+        binding = f"llama-cpp-python {version('llama_cpp_python')}"
+    except PackageNotFoundError:
+        binding = "llama-cpp-python not installed"
+    console.write_text(f"specdec {__version__} ({binding})\n")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Speculative decoding with llama.cpp: pair a target GGUF with a draft, check it fits, run it, measure it."""
+
+
 class _Escaped(Exception):
     """A signal that ended a command: carried past typer, which would turn it into a silent 130."""
 

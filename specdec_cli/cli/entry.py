@@ -51,6 +51,9 @@ def _run_app(args: list[str]) -> int:
         console.error_line("interrupted")
         return interrupts.exit_code()
     except _ClickUsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # click 8.2's form of the help for no arguments
+            console.write_err(exc.format_message())
+            return EXIT_USAGE
         cmd = exc.ctx.command_path if exc.ctx else "specdec"
         message = exc.format_message().replace(": Value error, ", ": ")  # typer 0.2x's wording for a bad choice
         console.error_line(f"{message.rstrip('.')} (see `{cmd} --help`)")

@@ -44,6 +44,14 @@ def warn(message: str) -> None:
     _to_stderr(f"warning: {message}", style="yellow", markup=False)
 
 
+def write_err(text: str) -> None:
+    """Text on stderr as it is (no markup, no style): help shown for a call with no arguments."""
+    try:
+        sys.stderr.write(text.rstrip("\n") + "\n")
+    except OSError:
+        pass
+
+
 def error_line(message: str) -> None:
     _to_stderr(f"error: {message}", style="bold red", markup=False)
 
