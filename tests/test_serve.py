@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -276,6 +277,12 @@ def test_api_key(tiny_target):
         assert httpx.get(f"{srv.url}/health").status_code == 200
         code, err = srv.stop()
         assert code == 130 and "Traceback" not in err
+        # a line per request, when it ended (a generating one with its tokens); none for /health
+        lines = [x for x in err.splitlines() if x.startswith(("GET ", "POST "))]
+        assert lines[0].startswith("GET /v1/models 401 · ") and lines[1].startswith("GET /v1/models 401")
+        assert re.fullmatch(r"POST /v1/completions 200 · prompt \d+ · generated 2 · \d+\.\d s", lines[2]), lines
+        assert lines[3].startswith("POST /v1/messages 200 · prompt ") and lines[4].startswith("POST /v1/messages 401")
+        assert len(lines) == 5, lines
     finally:
         if srv.proc.poll() is None:
             srv.proc.kill()

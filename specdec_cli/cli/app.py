@@ -307,6 +307,7 @@ def serve(
     cache_type_k: CacheTypeKOpt = CacheType.F16,
     cache_type_v: CacheTypeVOpt = CacheType.F16,
     verbose: VerboseOpt = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No line on stderr per request, no loading notes (warnings and errors still show).")] = False,
     registry: RegistryOpt = None,
     quant: QuantOpt = None,
     yes: YesOpt = False,
@@ -321,6 +322,7 @@ def serve(
         load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
         draft=DraftFlags(draft_max=draft_max), registry=registry, yes=yes, no_draft=no_draft, method=plain(method),
         host=host, port=port, parallel=parallel, api_key=api_key, model_alias=model_alias, max_tokens=max_tokens,
+        quiet=quiet,
     )
     raise typer.Exit(serve_pair(req))
 

@@ -85,7 +85,7 @@ def serve(req: ServeRequest) -> int:
 
         prompter = ChatPrompter(engine.target_model, engine.n_ctx_seq)
         app = create_app(worker, model=alias, api_key=api_key, make_gen=make_gen, metrics=Metrics(),
-                         prompter=prompter)
+                         prompter=prompter, log=not req.quiet)
         console.note(f"serving {alias} at http://{_url_host(req.host)}:{req.port}/v1 "
                      f"({parallel} request{'' if parallel == 1 else 's'} at once; Ctrl-C stops)")
         got = _run_server(app, req.host, req.port, worker)

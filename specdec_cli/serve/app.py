@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -34,14 +35,15 @@ from .bodies import check_key, read_body
 from .calls import KEEPALIVE_SECONDS, Call
 from .metrics import Metrics
 from .openai_out import Spelling, finish_reason, specdec_field, sse, usage
+from .request_log import RequestLog
 from .schemas import ChatRequest, CompletionRequest
 from .worker import Worker
 
 
 def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Callable, metrics: Metrics,
-               prompter) -> Starlette:
+               prompter, log: bool = True) -> Starlette:
     """``make_gen(request_body) -> GenOptions``: the generation settings of a checked request;
-    ``prompter``: the loaded target's ``ChatPrompter``."""
+    ``prompter``: the loaded target's ``ChatPrompter``; ``log``: a line on stderr per request."""
     target = prompter.model
 
     async def body_of(request: Request, model_cls):
@@ -164,7 +166,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
-    ])
+    ], middleware=[Middleware(RequestLog)] if log else [])
 
 
 async def _stream(call: Call, body, kind: str, rid: str, created: int, model: str, spell: Spelling):

@@ -13,6 +13,7 @@ import asyncio
 
 from starlette.requests import Request
 
+from . import request_log
 from .api_error import ApiError
 from .worker import Handle, Work
 
@@ -45,7 +46,7 @@ class Call:
                 kind, value = await asyncio.wait_for(self.handle.events.get(), wait)
             except asyncio.TimeoutError:
                 if request is not None and await request.is_disconnected():
-                    self.handle.cancel()
+                    self.cancel()
                 quiet += wait
                 if idle is not None and quiet >= idle:
                     quiet = 0.0
@@ -71,8 +72,10 @@ class Call:
 
     def finished(self, result) -> None:
         self.metrics.finished(result)
+        request_log.record(result)
         if self.turn is not None:
             self.prompter.remember(self.turn, result)
 
     def cancel(self) -> None:
         self.handle.cancel()
+        request_log.record(gone=True)
