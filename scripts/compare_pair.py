@@ -1,6 +1,6 @@
 """Side-by-side speed of the target alone and with its draft, in one process.
 
-A quick three-prompt check (the README's first figures); `specdec bench` is the full
+A quick three-prompt check (the figures of docs/auto.md, "Fixed draft settings"); `specdec bench` is the full
 measurement. Each prompt runs
 without and then with the draft after one warm-up, greedy, with the chat template; the
 table gives decode tokens/s of both, their ratio, the acceptance rate and tokens per target

@@ -1,6 +1,6 @@
 """What the measuring scripts share at their edges: a count argument, one-line errors, the --json file.
 
-Scripts are run by users on their own machines (the README gives their commands), so they keep
+Scripts are run by users on their own machines (docs/measurements.md gives their commands), so they keep
 the CLI's habits: bad input is one line on stderr and an exit code, never a traceback.
 """
 

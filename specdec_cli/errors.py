@@ -7,7 +7,7 @@ Anything else is a bug and is allowed to show a traceback.
 
 from __future__ import annotations
 
-# Exit codes, documented in the README.
+# Exit codes, documented in the README and docs/commands.md.
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the request was valid but cannot be carried out (incompatible pair, over budget, ...)
 EXIT_USAGE = 2  # the request itself is wrong (bad option, missing file, not a GGUF, ...)

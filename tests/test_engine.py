@@ -2,7 +2,7 @@
 
 The fixtures have clear logit margins, and flash attention is off with an f32 KV cache,
 so batched and single-token logits agree to ~5e-4 and greedy speculative output must be
-identical to the target alone (see the README's "Losslessness" section).
+identical to the target alone (see "Losslessness" in docs/measurements.md).
 """
 
 from __future__ import annotations

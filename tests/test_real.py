@@ -1,7 +1,7 @@
 """The real pair: Qwen2.5-Coder 1.5B (Q4_K_M) drafted by Qwen2.5-Coder 0.5B, on the CPU.
 
 Quantized weights do not give bit-identical logits for a token evaluated alone and inside
-a verify batch, so the rule here is the README's: every emitted token is the target's
+a verify batch, so the rule here is docs/measurements.md's ("Losslessness"): every emitted token is the target's
 argmax at its position, and where the output differs from the target alone, the first
 divergence is a near-tie (the two tokens' logits in the plain run within 1.0).
 """

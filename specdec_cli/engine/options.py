@@ -33,7 +33,7 @@ class EngineOptions:
 class DraftOptions:
     """Draft settings; the defaults apply when neither a flag nor the registry entry sets them.
 
-    Measured on the Qwen2.5-Coder 1.5B/0.5B pair on 2 CPU cores (README, "Choosing draft
+    Measured on the Qwen2.5-Coder 1.5B/0.5B pair on 2 CPU cores (docs/auto.md, "Fixed draft
     settings"): short drafts cut by a confidence threshold lose least where verifying costs
     nearly as much per token as decoding; on GPUs longer drafts pay, so tune with your models.
     """

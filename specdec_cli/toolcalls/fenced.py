@@ -13,7 +13,7 @@ its ``name`` is one of the request's tools, it has no keys but the name and its 
 (``arguments`` or ``parameters``), and the arguments validate against that tool's schema
 (``jsonschema``, the reference validator). A reply that merely holds JSON, as an answer to
 "give me this as JSON" does, fails one of those; how often it does on such prompts is
-measured in the README's tool-calling section.
+measured in docs/structured-output-and-tools.md, "Tool calling".
 """
 
 from __future__ import annotations
