@@ -7,7 +7,7 @@ llama.cpp's draft-simple then proposes its argmax, as specdec does), the same th
 (physical cores), context size, batch sizes, flash-attention setting (auto) and KV types.
 
     scripts/build_native.sh            # once: builds llama-speculative-simple into ~/.cache
-    python scripts/native_compare.py [--target T --draft D] [--draft-max 3] [-n 128] \
+    python scripts/compare/native_compare.py [--target T --draft D] [--draft-max 3] [-n 128] \
         [--prompts-file F] [--repeats 1] [--stat median|best] [--native-bin PATH] [--json OUT]
 
 With no --target/--draft it uses the pinned Qwen2.5-Coder 1.5B/0.5B pair (fetched once).
@@ -42,7 +42,7 @@ Server mode: batch throughput against llama-server (continuous batching over slo
 ------------------------------------------------------------------------------------
 
     scripts/build_native.sh llama-server   # once (the same build also makes llama-server)
-    python scripts/native_compare.py server [--target T] [--prompts-file F] [-n 128] \
+    python scripts/compare/native_compare.py server [--target T] [--prompts-file F] [-n 128] \
         [--np 1,4,8] [--spec none,ngram4,ngram16,draft] [--cache-prompt on|off] [--rounds R] \
         [--specdec-cmd "python3 -m specdec_cli run -t T --no-draft --batch {prompts} -n {n} -q"] \
         [--server-bin PATH] [--logs DIR] [--json OUT]
@@ -92,7 +92,7 @@ vocab-only load via llama-cpp-python's low-level API), and sent as raw text.
 
 Session mode (agent-loop shape; llama-server only):
 
-    python scripts/native_compare.py session [--sessions 4] [--turns 3] [--np K] [--spec S] \
+    python scripts/compare/native_compare.py session [--sessions 4] [--turns 3] [--np K] [--spec S] \
         [--prompts-file F] [-n 128] [--json OUT]
 
 K concurrent conversations, each opening with one prompt of the set (messages as they are, or the
@@ -102,7 +102,7 @@ to the first content token and the total time, and the server's prompt_n/cache_n
 resent conversation came from the slot's cache).
 Slot mode (one at a time, interleaved per prompt; llama-server only):
 
-    python scripts/native_compare.py slot [--target T] [--prompts-file F] [-n 160] [--rounds 2]
+    python scripts/compare/native_compare.py slot [--target T] [--prompts-file F] [-n 160] [--rounds 2]
 
 specdec's target alone (the Engine in this process, no draft: what `run --batch --no-draft
 --parallel 1` runs for each line) against llama-server with one slot and no speculation, both
@@ -116,17 +116,14 @@ ratios of the summed times, prompt, decode and whole, with the median of the per
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import resource
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -134,10 +131,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from script_io import Parser, demo_models  # noqa: E402
+from _shared.llama_server import (  # noqa: E402
+    PROBE_PROMPT,
+    Server,
+    ServerConfig,
+    common_server_args,
+    completion,
+    find_native,
+    logs_folder,
+    resolve_models,
+    spec_list,
+)
+from _shared.machine import DISTURBED, busy_seconds, load_average, others_busy, proc_cpu  # noqa: E402
+from _shared.script_io import Parser, demo_models, median_or_nan, print_header, same_text  # noqa: E402
 
 from specdec_cli.engine.llama import default_threads  # noqa: E402
 
@@ -156,7 +164,6 @@ DEFAULT_PROMPTS = [
     ("prose-howto", "How to make a good cup of tea, step by step.\n\n1."),
 ]
 
-DISTURBED = 0.25  # cores used by other processes above which a run is flagged as disturbed
 RE_ENCODED = re.compile(r"encoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 RE_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
 RE_COUNT = {k: re.compile(rf"\b{k}\s*=\s*(\d+)") for k in ("n_predict", "n_drafted", "n_accept")}
@@ -176,13 +183,6 @@ class Side:
     text: str
     n_prompt: int
     others: float | None = None  # CPU cores other processes kept busy during the run, on average
-
-
-def print_header(hdr: str) -> None:
-    """A table's column line and its rule, flushed so the rows that follow show as they come."""
-    print(hdr)
-    print("-" * len(hdr))
-    sys.stdout.flush()
 
 
 def load_prompts(path: str | None, target: str | Path | None = None) -> list[tuple[str, str]]:
@@ -279,21 +279,6 @@ def render_chats(model_path: str | Path, conversations: list[list[dict]]) -> lis
         ll.llama_model_free(model)
 
 
-def find_native(explicit: str | None, binary: str = "llama-speculative-simple") -> str:
-    """The native binary: ``explicit``, else $SPECDEC_NATIVE_BIN (llama-speculative-simple) or
-    $SPECDEC_NATIVE_SERVER (llama-server), else what scripts/build_native.sh prints (it builds once)."""
-    if explicit:
-        return explicit
-    env = os.environ.get("SPECDEC_NATIVE_SERVER" if binary == "llama-server" else "SPECDEC_NATIVE_BIN")
-    if env:
-        return env
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "build_native.sh"), binary],
-                          stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        sys.exit(f"error: scripts/build_native.sh {binary} failed. run it by hand to see why.")
-    return proc.stdout.strip().splitlines()[-1]
-
-
 def native_cmd(args, prompt: str) -> list[str]:
     t = str(args.threads)
     return [
@@ -313,27 +298,9 @@ def native_cmd(args, prompt: str) -> list[str]:
     ]
 
 
-def _busy_seconds() -> float | None:
-    """CPU seconds the whole machine has spent busy since boot (Linux /proc/stat), else None."""
-    try:
-        with open("/proc/stat") as f:
-            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
-    except (OSError, ValueError):
-        return None
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _others(busy0: float | None, own_cpu: float, wall: float) -> float | None:
-    """Cores kept busy by other processes over ``wall`` seconds: the machine's busy time minus ours."""
-    busy1 = _busy_seconds()
-    if busy0 is None or busy1 is None or wall <= 0:
-        return None
-    return max(0.0, (busy1 - busy0 - own_cpu) / wall)
-
-
 def run_native(args, prompt: str, log_dir: Path | None, tag: str) -> tuple[Side, dict]:
     cmd = native_cmd(args, prompt)
-    ru0, busy0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds(), time.perf_counter()
+    ru0, busy0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_seconds(), time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     wall, ru1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -364,7 +331,7 @@ def run_native(args, prompt: str, log_dir: Path | None, tag: str) -> tuple[Side,
     side = Side(
         tps=float(dec.group(3)), n_gen=int(dec.group(1)),
         n_drafted=int(counts["n_drafted"].group(1)), n_accepted=int(counts["n_accept"].group(1)),
-        text=text, n_prompt=int(enc.group(1)), others=_others(busy0, child_cpu, wall),
+        text=text, n_prompt=int(enc.group(1)), others=others_busy(busy0, child_cpu, wall),
     )
     return side, info
 
@@ -389,9 +356,9 @@ def warmed_up(engine, prompts: list[tuple[str, str]]) -> list[list[int]]:
 def run_specdec(engine, tokens: list[int], n: int) -> Side:
     from specdec_cli.engine.runner import GenOptions
 
-    busy0, cpu0, w0 = _busy_seconds(), time.process_time(), time.perf_counter()
+    busy0, cpu0, w0 = busy_seconds(), time.process_time(), time.perf_counter()
     r = engine.generate(tokens, GenOptions(max_tokens=n))
-    others = _others(busy0, time.process_time() - cpu0, time.perf_counter() - w0)
+    others = others_busy(busy0, time.process_time() - cpu0, time.perf_counter() - w0)
     s = r.stats
     return Side(s.tokens_per_second or 0.0, s.n_generated, s.n_drafted, s.n_accepted, r.text, s.n_prompt, others)
 
@@ -399,22 +366,6 @@ def run_specdec(engine, tokens: list[int], n: int) -> Side:
 def counts(s: Side) -> str:
     rate = f"{100 * s.n_accepted / s.n_drafted:.0f}%" if s.n_drafted else "-"
     return f"{s.n_gen}/{s.n_drafted}/{s.n_accepted} ({rate})"
-
-
-def _load() -> str:
-    try:
-        return f"{os.getloadavg()[0]:.1f}"
-    except OSError:
-        return "?"
-
-
-def same_text(a: str, b: str) -> str:
-    """'same' when one output is a prefix of the other (native emits a few more tokens)."""
-    k = min(len(a), len(b))
-    for i in range(k):
-        if a[i] != b[i]:
-            return f"char {i}"
-    return "same"
 
 
 def main() -> int:
@@ -467,7 +418,7 @@ def main() -> int:
 
     records, ratios, infos = [], [], []
     n_disturbed = 0
-    load0 = _load()
+    load0 = load_average()
     t0 = time.perf_counter()
     for (name, text), tokens in zip(prompts, encoded):
         nat_runs, spd_runs = [], []
@@ -507,7 +458,7 @@ def main() -> int:
     print("-" * len(hdr))
     print(f"median ratio specdec/native {statistics.median(ratios):.2f} "
           f"(min {min(ratios):.2f}, max {max(ratios):.2f}; {len(ratios)} prompts, {time.perf_counter() - t0:.0f} s; "
-          f"1-min load average {load0} at the start, {_load()} at the end, on {os.cpu_count()} CPUs)")
+          f"1-min load average {load0} at the start, {load_average()} at the end, on {os.cpu_count()} CPUs)")
     if n_disturbed:
         print(f"{n_disturbed} row(s) marked ! ran while other processes kept more than {DISTURBED} cores busy "
               f"(the 'others' column, native/specdec); their speeds are not clean. "
@@ -527,23 +478,11 @@ def main() -> int:
 
 # --- server mode: batch throughput against llama-server -----------------------------------------
 
-SPEC_RE = re.compile(r"^(none|draft|ngram(\d+)|ngram-simple)$")
 FOLLOW_UPS = [  # session mode's later user turns, in turn order (cycled)
     "Now make it shorter and explain the key step in one sentence.",
     "Add error handling for bad input and show the full result again.",
     "Summarise what you did so far as a bulleted list.",
 ]
-PROBE_PROMPT = "Hello"  # specdec's load probe: one prompt of one token, -n 1
-
-
-@dataclass
-class ServerConfig:
-    n_slots: int
-    spec: str  # "none", "draft" or "ngram<n-max>"
-
-    @property
-    def label(self) -> str:
-        return f"server np={self.n_slots}" + ("" if self.spec == "none" else f" {self.spec}")
 
 
 def _int_list(text: str) -> list[int]:
@@ -556,150 +495,18 @@ def _int_list(text: str) -> list[int]:
     return out
 
 
-def _spec_list(text: str) -> list[str]:
-    out = [x.strip() for x in text.split(",") if x.strip()]
-    for x in out:
-        if not SPEC_RE.match(x) or x == "ngram0":
-            sys.exit(f"error: speculation {x!r}: use none, draft, ngramK (ngram-mod with n-max K, e.g. ngram16) "
-                     "or ngram-simple.")
-    return out or ["none"]
-
-
-def server_cmd(args, cfg: ServerConfig, port: int) -> list[str]:
-    """llama-server's command line: the per-prompt mode's settings, with -c = slots * per-slot context
-    (llama-server splits -c across its slots) and one spec setting."""
-    t = str(args.threads)
-    cmd = [
-        args.server_bin, "-m", str(args.target), "--host", "127.0.0.1", "--port", str(port),
-        "-np", str(cfg.n_slots), "-cb", "-c", str(cfg.n_slots * args.ctx),
-        "-b", str(args.batch), "-ub", str(args.batch), "-t", t, "-tb", t,
-        "-fa", args.flash_attn, "-ctk", args.cache_type_k, "-ctv", args.cache_type_v, "-ngl", str(args.gpu_layers),
-        "--cache-prompt" if args.cache_prompt == "on" else "--no-cache-prompt",
-        "--metrics", "--no-webui", "-fit", "off",
-    ]
-    if cfg.spec == "ngram-simple":  # llama.cpp's own defaults (size-n 12, size-m 48, min-hits 1)
-        cmd += ["--spec-type", "ngram-simple"]
-    elif cfg.spec.startswith("ngram"):
-        cmd += ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", str(args.ngram_match),
-                "--spec-ngram-mod-n-max", cfg.spec[5:], "--spec-ngram-mod-n-min", str(args.ngram_min)]
-    elif cfg.spec == "draft":
-        cmd += ["-md", str(args.draft), "--spec-type", "draft-simple",
-                "--spec-draft-n-max", str(args.draft_max), "--spec-draft-n-min", str(args.draft_min),
-                "--spec-draft-p-min", str(args.p_min), "-td", t, "-tbd", t,
-                "-ctkd", args.cache_type_k, "-ctvd", args.cache_type_v, "-ngld", str(args.gpu_layers)]
-    return cmd + shlex.split(args.server_args or "")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _http(url: str, payload: dict | None = None, timeout: float = 3600) -> tuple[int, dict | str]:
-    """(status, JSON body or text) of a GET (no payload) or a JSON POST."""
-    data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, body = r.status, r.read().decode("utf-8", errors="replace")
-    except urllib.error.HTTPError as e:
-        status, body = e.code, e.read().decode("utf-8", errors="replace")
-    try:
-        return status, json.loads(body)
-    except json.JSONDecodeError:
-        return status, body
-
-
-def _proc_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) process ``pid`` has used, from /proc; None off Linux."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class Server:
-    """One llama-server process on a free local port, for one configuration and one round:
-    started, waited for (/health ok: the model is loaded), warmed up, stopped."""
-
-    def __init__(self, args, cfg: ServerConfig, log_path: Path):
-        self.args, self.cfg, self.log_path = args, cfg, log_path
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.cmd = server_cmd(args, cfg, self.port)
-        self.proc: subprocess.Popen | None = None
-        self.props: dict = {}
-
-    def __enter__(self) -> Server:
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + self.args.server_timeout
-        while True:
-            if self.proc.poll() is not None:
-                self._fail(f"llama-server exited with {self.proc.returncode} while starting")
-            try:
-                status, body = _http(self.url + "/health", timeout=5)
-                if status == 200 and isinstance(body, dict) and body.get("status") == "ok":
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                self._fail(f"llama-server was not ready after {self.args.server_timeout} s")
-            time.sleep(0.25)
-        status, props = _http(self.url + "/props", timeout=30)
-        self.props = props if status == 200 and isinstance(props, dict) else {}
-        # warm-up: one short request (pages in the weights, builds the graphs); not measured
-        status, body = _http(self.url + "/completion", {"prompt": PROBE_PROMPT, "n_predict": 4, "temperature": 0,
-                                                        "cache_prompt": False, "seed": self.args.seed}, timeout=600)
-        if status != 200:
-            self._fail(f"the warm-up request failed ({status}): {str(body)[:300]}")
-        return self
-
-    def n_ctx_slot(self) -> int | None:
-        gen = self.props.get("default_generation_settings") or {}
-        return gen.get("n_ctx") or self.props.get("n_ctx")
-
-    def _fail(self, why: str) -> None:
-        self.__exit__(None, None, None)
-        tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-25:])
-        sys.exit(f"error: {why}.\n{' '.join(self.cmd)}\n{tail}")
-
-    def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if not self._log.closed:
-            self._log.close()
-
-
-def _completion(url: str, payload: dict) -> dict:
-    t_send = time.perf_counter()
-    status, body = _http(url + "/completion", payload)
-    t_recv = time.perf_counter()
-    if status != 200 or not isinstance(body, dict):
-        raise RuntimeError(f"/completion answered {status}: {str(body)[:300]}")
-    return {"t_send": t_send, "t_recv": t_recv, "body": body}
-
-
 def run_server_batch(args, server: Server, prompts: list[tuple[str, str]]) -> dict:
     """Every prompt to /completion at once (or --in-flight at a time); the server queues what its
     slots cannot take. Wall = first request sent to last response received."""
     base = {"n_predict": args.max_tokens, "temperature": 0, "cache_prompt": args.cache_prompt == "on",
             "seed": args.seed}
     workers = args.in_flight or len(prompts)
-    busy0, cpu_srv0, cpu_own0 = _busy_seconds(), _proc_cpu(server.proc.pid), time.process_time()
+    busy0, cpu_srv0, cpu_own0 = busy_seconds(), proc_cpu(server.proc.pid), time.process_time()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_completion, server.url, {**base, "prompt": text}) for _, text in prompts]
+        futures = [pool.submit(completion, server.url, {**base, "prompt": text}) for _, text in prompts]
         answers = [f.result() for f in futures]
     wall = max(a["t_recv"] for a in answers) - min(a["t_send"] for a in answers)
-    cpu_srv1 = _proc_cpu(server.proc.pid)
+    cpu_srv1 = proc_cpu(server.proc.pid)
     own = (time.process_time() - cpu_own0) + (cpu_srv1 - cpu_srv0 if cpu_srv0 is not None and cpu_srv1 else 0.0)
     per_prompt = []
     for (name, _), a in zip(prompts, answers):
@@ -716,7 +523,7 @@ def run_server_batch(args, server: Server, prompts: list[tuple[str, str]]) -> di
     return {
         "n_gen": n_gen, "wall": wall, "tps": n_gen / wall if wall > 0 else 0.0,
         "n_drafted": sum(p["draft_n"] for p in per_prompt), "n_accepted": sum(p["draft_n_accepted"] for p in per_prompt),
-        "others": _others(busy0, own, wall), "n_ctx_slot": server.n_ctx_slot(), "per_prompt": per_prompt,
+        "others": others_busy(busy0, own, wall), "n_ctx_slot": server.n_ctx_slot(), "per_prompt": per_prompt,
     }
 
 
@@ -758,7 +565,7 @@ def _batch_seconds(objs: list[dict], stderr: str) -> float | None:
 
 
 def _run_cmd(argv: list[str]) -> tuple[subprocess.CompletedProcess, float, float | None]:
-    ru0, busy0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds(), time.perf_counter()
+    ru0, busy0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_seconds(), time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                           stdin=subprocess.DEVNULL)
     wall, ru1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -766,7 +573,7 @@ def _run_cmd(argv: list[str]) -> tuple[subprocess.CompletedProcess, float, float
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.splitlines()[-25:])
         sys.exit(f"error: the specdec command failed (exit {proc.returncode}):\n{shlex.join(argv)}\n{tail}")
-    return proc, wall, _others(busy0, cpu, wall)
+    return proc, wall, others_busy(busy0, cpu, wall)
 
 
 def run_specdec_cmd(args, argv: list[str], files: dict[str, Path], log_dir: Path, tag: str) -> dict:
@@ -811,57 +618,11 @@ def run_specdec_cmd(args, argv: list[str], files: dict[str, Path], log_dir: Path
     }
 
 
-def _common_server_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--target")
-    ap.add_argument("--draft", help="draft model for the 'draft' server setting (default: the pinned pair's)")
-    ap.add_argument("--draft-max", type=int, default=3, help="the 'draft' setting's --spec-draft-n-max")
-    ap.add_argument("--draft-min", type=int, default=0)
-    ap.add_argument("--p-min", type=float, default=0.0)
-    ap.add_argument("--ngram-match", type=int, default=8, help="ngram-mod's n-match (--spec-ngram-mod-n-match)")
-    ap.add_argument("--ngram-min", type=int, default=1,
-                    help="ngram-mod's n-min (llama.cpp's default 48 exceeds a small n-max and would never draft)")
-    ap.add_argument("-n", "--max-tokens", type=int, default=128, help="n_predict per request")
-    ap.add_argument("--prompts-file", help="JSONL with prompt or messages, JSON strings or plain lines")
-    ap.add_argument("--ctx", type=int, default=2048, help="context per slot (the server gets slots * this)")
-    ap.add_argument("--batch", type=int, default=512, help="n_batch = n_ubatch")
-    ap.add_argument("--threads", type=int, default=default_threads(), help="default: physical cores")
-    ap.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto")
-    ap.add_argument("--cache-type-k", default="f16")
-    ap.add_argument("--cache-type-v", default="f16")
-    ap.add_argument("-ngl", "--gpu-layers", type=int, default=0)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--cache-prompt", choices=["on", "off"], default="on",
-                    help="the server's prompt cache (--cache-prompt/--no-cache-prompt and each request's cache_prompt)")
-    ap.add_argument("--server-bin", help="llama-server (default: $SPECDEC_NATIVE_SERVER, else build_native.sh)")
-    ap.add_argument("--server-args", help="extra llama-server arguments, appended last (one shell-quoted string)")
-    ap.add_argument("--server-timeout", type=float, default=600, help="seconds to wait for /health")
-    ap.add_argument("--logs", help="keep the server logs and the specdec outputs in this folder")
-    ap.add_argument("--json", help="write every figure to this file")
-
-
-def _resolve_models(args, need_draft: bool) -> None:
-    demo_models(args, draft=need_draft)
-    args.server_bin = find_native(args.server_bin, "llama-server")
-
-
-def _log_dir(args) -> tuple[Path, tempfile.TemporaryDirectory | None]:
-    if args.logs:
-        Path(args.logs).mkdir(parents=True, exist_ok=True)
-        return Path(args.logs), None
-    tmp = tempfile.TemporaryDirectory(prefix="specdec-native-")
-    return Path(tmp.name), tmp
-
-
-def _med(xs) -> float:
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else float("nan")
-
-
 def server_main(argv: list[str]) -> int:
     ap = Parser(
         prog="native_compare.py server",
         description="batch throughput: llama-server (slots, continuous batching) against a specdec command")
-    _common_server_args(ap)
+    common_server_args(ap)
     ap.add_argument("--np", default="1,4,8", help="server slot counts to measure (comma-separated)")
     ap.add_argument("--spec", default="none",
                     help="server speculation settings, comma-separated: none, ngramK (ngram-mod, n-max K), draft")
@@ -873,9 +634,9 @@ def server_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1:
         sys.exit("error: --rounds must be at least 1.")
-    specs = _spec_list(args.spec)
-    _resolve_models(args, "draft" in specs)
-    log_dir, tmp = _log_dir(args)
+    specs = spec_list(args.spec)
+    resolve_models(args, "draft" in specs)
+    log_dir, tmp = logs_folder(args)
     prompts = load_prompts(args.prompts_file, args.target)
     files = {"prompts": log_dir / "prompts.jsonl", "probe": log_dir / "probe.jsonl"}
     files["prompts"].write_text("".join(json.dumps({"id": n, "prompt": t}) + "\n" for n, t in prompts))
@@ -900,7 +661,7 @@ def server_main(argv: list[str]) -> int:
     print_header(hdr)
 
     records: dict[str, list[dict]] = {label: [] for label, _ in systems}
-    load0, t0 = _load(), time.perf_counter()
+    load0, t0 = load_average(), time.perf_counter()
     for r in range(args.rounds):
         for label, what in (systems if r % 2 == 0 else systems[::-1]):
             tag = re.sub(r"[^\w.=#-]+", "_", label) + f".r{r}"
@@ -934,17 +695,17 @@ def server_main(argv: list[str]) -> int:
     for label, _ in systems:
         recs = records[label]
         tps = [x["tps"] for x in recs]
-        med_tps = _med(tps)
+        med_tps = median_or_nan(tps)
         first_tps = first_tps or med_tps
         d, a = recs[-1]["n_drafted"], recs[-1]["n_accepted"]
-        summary[label] = {"n_gen": _med(x["n_gen"] for x in recs), "wall": _med(x["wall"] for x in recs),
+        summary[label] = {"n_gen": median_or_nan(x["n_gen"] for x in recs), "wall": median_or_nan(x["wall"] for x in recs),
                           "tps": med_tps, "tps_min": min(tps), "tps_max": max(tps), "n_drafted": d, "n_accepted": a}
         print(f"{label:<24} {summary[label]['n_gen']:>6.0f} {summary[label]['wall']:>8.2f} {med_tps:>8.2f} "
               f"{min(tps):>7.2f}-{max(tps):<7.2f} {med_tps / first_tps:>8.2f} "
               f"{(f'{100 * a / d:.0f}%' if d else '-'):>8}")
     print("-" * len(hdr2))
     print(f"{args.rounds} round(s), {time.perf_counter() - t0:.0f} s; 1-min load average {load0} at the start, "
-          f"{_load()} at the end, on {os.cpu_count()} CPUs. tok/s = generated tokens / wall seconds of the batch "
+          f"{load_average()} at the end, on {os.cpu_count()} CPUs. tok/s = generated tokens / wall seconds of the batch "
           f"(server: first request sent to last answer; specdec: process time minus model load).")
     _check_prompt_counts(records, systems)
     if args.json:
@@ -1009,17 +770,17 @@ def session_main(argv: list[str]) -> int:
     ap = Parser(
         prog="native_compare.py session",
         description="agent-loop shape: K concurrent multi-turn chats, each turn resending the whole conversation")
-    _common_server_args(ap)
+    common_server_args(ap)
     ap.add_argument("--sessions", type=int, default=4, help="concurrent conversations (K)")
     ap.add_argument("--turns", type=int, default=3, help="user turns per conversation")
     ap.add_argument("--np", type=int, default=0, help="server slots (default: --sessions)")
     ap.add_argument("--spec", default="none", help="one server speculation setting: none, ngramK or draft")
     args = ap.parse_args(argv)
-    spec = _spec_list(args.spec)
+    spec = spec_list(args.spec)
     if len(spec) != 1:
         sys.exit("error: session mode takes one --spec setting.")
-    _resolve_models(args, spec[0] == "draft")
-    log_dir, tmp = _log_dir(args)
+    resolve_models(args, spec[0] == "draft")
+    log_dir, tmp = logs_folder(args)
     cfg = ServerConfig(args.np or args.sessions, spec[0])
     firsts = _first_messages(args.prompts_file)
 
@@ -1051,9 +812,9 @@ def session_main(argv: list[str]) -> int:
     for t in range(args.turns):
         rows = [x for x in results if x["turn"] == t]
         ttfts = [x["ttft"] for x in rows if x["ttft"] is not None]
-        print(f"{t:>4} {_med(ttfts):>10.3f} {max(ttfts, default=float('nan')):>10.3f} "
-              f"{_med(x['total'] for x in rows):>11.3f} {sum(x['n_gen'] for x in rows):>6} "
-              f"{_med(x['prompt_n'] for x in rows):>8.0f} {_med(x['cache_n'] for x in rows):>8.0f}")
+        print(f"{t:>4} {median_or_nan(ttfts):>10.3f} {max(ttfts, default=float('nan')):>10.3f} "
+              f"{median_or_nan(x['total'] for x in rows):>11.3f} {sum(x['n_gen'] for x in rows):>6} "
+              f"{median_or_nan(x['prompt_n'] for x in rows):>8.0f} {median_or_nan(x['cache_n'] for x in rows):>8.0f}")
     n_gen = sum(x["n_gen"] for x in results)
     print("-" * len(hdr))
     print(f"{n_gen} tokens in {wall:.2f} s: {n_gen / wall:.2f} tok/s over all sessions "
@@ -1097,23 +858,23 @@ def slot_main(argv: list[str]) -> int:
     ap = Parser(
         prog="native_compare.py slot",
         description="one at a time: specdec's target alone against llama-server's single slot, interleaved per prompt")
-    _common_server_args(ap)
+    common_server_args(ap)
     ap.add_argument("--rounds", type=int, default=2, help="passes over the prompts; the order flips every round")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         sys.exit("error: --rounds must be at least 1.")
     args.cache_prompt = "off"  # every request reads its whole prompt, as specdec's one-at-a-time path does
-    _resolve_models(args, False)
+    resolve_models(args, False)
     from specdec_cli.engine.runner import Engine, GenOptions
 
-    log_dir, tmp = _log_dir(args)
+    log_dir, tmp = logs_folder(args)
     prompts = load_prompts(args.prompts_file, args.target)
     engine = Engine(args.target, None, options=engine_options(args))
     encoded = warmed_up(engine, prompts)  # as the server is
     base = {"n_predict": args.max_tokens, "temperature": 0, "cache_prompt": False, "seed": args.seed}
 
     def server_side(url: str, text: str) -> dict:
-        a = _completion(url, {**base, "prompt": text})
+        a = completion(url, {**base, "prompt": text})
         t = a["body"].get("timings") or {}
         return {"prompt_s": t.get("prompt_ms", 0.0) / 1000, "decode_s": t.get("predicted_ms", 0.0) / 1000,
                 "whole_s": a["t_recv"] - a["t_send"], "n_gen": int(t.get("predicted_n", 0)),

@@ -20,7 +20,7 @@ Two shapes of traffic:
 out of every tuning of specdec: a figure from it was not shaped by it. ``--sessions 4`` runs four
 sessions, each with its own task.
 
-    python3 scripts/agent_loop.py --rounds 2 --sessions 2 --turns 3 --natural --tasks holdout \\
+    python3 scripts/serving/agent_loop.py --rounds 2 --sessions 2 --turns 3 --natural --tasks holdout \\
         --system "llama-2::llama-server -m T -np 2 -c 16384 --port {port} -t 2" \\
         --system "llama-2-ngram16::llama-server -m T -np 2 -c 16384 --port {port} -t 2 --spec-type ngram-mod ..." \\
         --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port}" --json out.json
@@ -36,129 +36,25 @@ time to first token from the second turn on (the turns that arrive while others 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import random
-import shlex
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import threading
 import time
+from pathlib import Path
 
-import httpx
-from script_io import Parser
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-TASKS = [
-    "Write a Python module `inventory.py` with a class `Inventory` that keeps items by SKU (name, quantity, "
-    "unit price), with methods add_item, remove_item, restock, total_value and low_stock(threshold), and a "
-    "small `if __name__ == \"__main__\":` demo. About 45 lines, type hints, docstrings. Output only the file.",
-    "Write a Python module `textstats.py` with functions word_count, sentence_count, average_word_length, "
-    "top_words(n) and a `Report` dataclass that collects them for a text, plus a `main()` that reads a file "
-    "named on the command line and prints the report. About 45 lines, type hints. Output only the file.",
-]
-TOOL_TURNS = [
-    "Tool output (pytest): 1 failed: the function that removes or counts must raise ValueError on a negative "
-    "or empty input, and it does not. Fix it and output the whole file again.",
-    "Tool output (review): rename the main class or dataclass to carry a `Stock` or `Text` prefix everywhere, "
-    "and add one more method of your choice. Output the whole file again.",
-]
-TASKS += [  # sessions 3 and 4
-    "Write a Python module `todo_store.py` with a `Todo` dataclass (id, title, done, tags) and a `TodoStore` "
-    "class that keeps todos in a dict and saves/loads them as JSON, with add, complete, remove, by_tag and "
-    "pending methods. About 40 lines, type hints. Output only the file.",
-    "Write a Python module `rate_limiter.py` with a token-bucket `RateLimiter` class (capacity, refill rate, "
-    "allow(), wait_time()) and a `limited` decorator that uses it, plus a short demo. About 40 lines, type "
-    "hints, docstrings. Output only the file.",
-]
-# the held-out set: never used to tune specdec (other languages, other files, other edits)
-HOLDOUT_TASKS = [
-    "Write a JavaScript module `cart.js` exporting a class `Cart` with addItem(sku, price, qty), removeItem(sku), "
-    "applyCoupon(code) for three fixed coupons, subtotal(), and total() with 8% tax, plus JSDoc comments. "
-    "Output only the file.",
-    "Write a SQL file `library.sql`: CREATE TABLE statements for authors, books and loans with keys and "
-    "constraints, then four queries: overdue loans, books per author, the five most borrowed books, and "
-    "members with more than three open loans. Output only the file.",
-    "Write a Go file `queue.go` with a generic thread-safe FIFO `Queue[T any]` (Push, Pop, Peek, Len) guarded "
-    "by a sync.Mutex, Pop and Peek returning (T, bool), and an `ExampleQueue` function. Output only the file.",
-    "Write a Python module `csv_report.py` that reads a CSV of sales (date, region, product, amount) with the "
-    "csv module, totals amounts per region and per month, and prints both as aligned text tables; a `main()` "
-    "takes the path from argv. Output only the file.",
-]
-HOLDOUT_TOOL_TURNS = [
-    "Tool output (lint): public functions accept invalid arguments silently; each must reject them with an "
-    "error the language's way. Fix it and output the whole file again.",
-    "Tool output (review): add a one-line comment above each function or statement saying what it does, and "
-    "rename one identifier to a clearer name everywhere. Output the whole file again.",
-]
-TASK_SETS = {"tuning": (TASKS, TOOL_TURNS), "holdout": (HOLDOUT_TASKS, HOLDOUT_TOOL_TURNS)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, label: str, cmd: str, log):
-        self.label = label
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(shlex.split(cmd.replace("{port}", str(self.port))), stdout=log, stderr=log,
-                                     env={**os.environ, "NO_COLOR": "1"})
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                sys.exit(f"error: {label} exited with {self.proc.returncode} before serving (see the log)")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        sys.exit(f"error: {label} did not answer /health in 600 s")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def stream_turn(url: str, messages: list[dict], n: int) -> dict:
-    """One streamed chat request: time to the first content, total time, text, tokens, finish reason."""
-    body = {"model": "local", "messages": messages, "max_tokens": n, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}, "cache_prompt": True}
-    t0 = time.perf_counter()
-    ttft, text, usage, extra, finish = None, [], {}, {}, None
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=3600) as resp:
-        resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            if chunk.get("specdec"):  # specdec's own figures (drafter split, passes); other servers send none
-                extra = chunk["specdec"]
-            for choice in chunk.get("choices") or []:
-                finish = choice.get("finish_reason") or finish
-                piece = (choice.get("delta") or {}).get("content")
-                if piece:
-                    if ttft is None:
-                        ttft = time.perf_counter() - t0
-                    text.append(piece)
-    return {"ttft": ttft, "total": time.perf_counter() - t0, "text": "".join(text),
-            "n_gen": usage.get("completion_tokens", 0), "n_prompt": usage.get("prompt_tokens", 0),
-            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"), "specdec": extra,
-            "finish": finish}
+from _shared.agent_tasks import TASK_SETS  # noqa: E402
+from _shared.systems import (  # noqa: E402
+    alternating,
+    loop_parser,
+    run_system,
+    save_runs,
+    stream_turn,
+    systems_of,
+    turn_cells,
+    turn_columns,
+)
 
 
 def session(url: str, k: int, turns: int, n: int, *, tasks: str = "tuning", stagger: float = 0.0,
@@ -180,91 +76,10 @@ def session(url: str, k: int, turns: int, n: int, *, tasks: str = "tuning", stag
     return out
 
 
-def run_system(label: str, cmd: str, sessions: int, turns: int, n: int, log, play=None, warm_up=None) -> dict:
-    """Start one system, run ``sessions`` conversations at once (``play(url, k, turns, n)``: one
-    session's turns, this script's coding sessions by default), stop it; every turn's figures."""
-    play = play or session
-    server = Server(label, cmd, log)
-    try:
-        if warm_up is not None:
-            warm_up(server.url)
-        else:  # warm-up, and a calibration on first use
-            stream_turn(server.url, [{"role": "user", "content": "Hello"}], 2)
-        results: list[list[dict]] = [[] for _ in range(sessions)]
-        t0 = time.perf_counter()
-        threads = [threading.Thread(target=lambda k=k: results[k].extend(play(server.url, k, turns, n)))
-                   for k in range(sessions)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        wall = time.perf_counter() - t0
-    finally:
-        server.stop()
-    flat = [x for r in results for x in r]
-    return {"label": label, "wall": wall, "turns": flat, "n_gen": sum(x["n_gen"] for x in flat)}
-
-
-def loop_parser(description: str, max_tokens: int | None, log: str, n_help: str = "tokens per answer at most") -> Parser:
-    """The options every agent-loop script takes (``max_tokens`` None: the script resolves -n itself)."""
-    ap = Parser(description=description)
-    ap.add_argument("--system", action="append", required=True, help="LABEL::command line with {port}")
-    ap.add_argument("--sessions", type=int, default=2)
-    ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("-n", "--max-tokens", type=int, default=max_tokens, help=n_help)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--log", default=log, help="the servers' output")
-    return ap
-
-
-def systems_of(ap: Parser, specs: list[str]) -> list[tuple[str, str]]:
-    """The ``--system LABEL::command`` options as (label, command); a malformed one is a one-line error."""
-    systems = []
-    for spec in specs:
-        label, sep, cmd = spec.partition("::")
-        if not sep or not label.strip() or not cmd.strip():
-            ap.error(f"--system {spec!r} is not LABEL::command")
-        systems.append((label.strip(), cmd.strip()))
-    return systems
-
-
-def save_runs(path: str | None, args, runs: list[dict]) -> None:
-    """Every figure of a side-by-side run, with the options that made it, as JSON (``--json``)."""
-    if path:
-        with open(path, "w") as f:
-            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
-
-
-def turn_columns(n_turns: int, first: str) -> str:
-    """The header of the per-turn columns: the median time to ``first`` (what the turn's first
-    streamed piece is called) and the median time of each turn."""
-    return " ".join(f"{'t' + str(t) + ' ' + first:>8} {'t' + str(t) + ' total':>9}" for t in range(n_turns))
-
-
-def turn_cells(turns: list[dict], n_turns: int, key: str) -> str:
-    """Those columns for one system's turns, ``key`` naming the time to the first piece."""
-    cells = []
-    for t in range(n_turns):
-        ts = [x for x in turns if x["turn"] == t]
-        firsts = [x[key] for x in ts if x[key] is not None]
-        cells.append(f"{statistics.median(firsts) if firsts else float('nan'):8.2f} "
-                     f"{statistics.median(x['total'] for x in ts):9.2f}")
-    return " ".join(cells)
-
-
 def later_ttft(turns: list[dict]) -> float:
     """The median time to first token from each session's second turn on."""
     later = [x["ttft"] for x in turns if x["turn"] > 0 and x["ttft"] is not None]
     return statistics.median(later) if later else float("nan")
-
-
-def alternating(systems: list[tuple[str, str]], rounds: int):
-    """(round, label, command) for every system each round, the order reversed every other round
-    (the machine drifts by +-10% over minutes)."""
-    for r in range(rounds):
-        for label, cmd in (systems if r % 2 == 0 else systems[::-1]):
-            yield r, label, cmd
 
 
 def main() -> int:
