@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build llama.cpp's own `llama-speculative-simple` and `llama-server` from the llama.cpp
 # sources vendored in llama-cpp-python (the same version specdec runs on), for
-# scripts/native_compare.py (per-prompt mode uses the first, server mode the second).
+# scripts/compare/native_compare.py (per-prompt mode uses the first, server mode the second).
 #
 #   scripts/build_native.sh                                  # CPU build; prints llama-speculative-simple
 #   scripts/build_native.sh llama-server                     # same build; prints llama-server

@@ -56,7 +56,7 @@ EOF
 T=$WORK/target-1.5b-shape.gguf
 D=$WORK/draft-0.5b-shape.gguf
 JOBSFILE=$WORK/jobs.jsonl
-for i in 1 2; do cat "$ROOT/scripts/batch_jobs.jsonl"; done | python3 -c '
+for i in 1 2; do cat "$ROOT/scripts/data/batch_jobs.jsonl"; done | python3 -c '
 import json, sys
 for i, line in enumerate(sys.stdin):
     rec = json.loads(line); rec["id"] = f"job-{i}"; print(json.dumps(rec))' > "$JOBSFILE"

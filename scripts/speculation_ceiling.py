@@ -16,7 +16,7 @@ asks for, no drafting will reach it on that machine.
     python scripts/speculation_ceiling.py [--sets edit,documents] [-n 300] [--decode-only] [--free-drafts] [--json OUT]
 
 ``--decode-only``: the ceiling of decode speed after the prompt (the prompt is read untimed
-first), the measure of ``scripts/structured_check.py``. A JSONL line carrying a
+first), the measure of ``scripts/compare/structured_check.py``. A JSONL line carrying a
 ``json_schema`` is generated under that schema; then the rows' argmax may differ from the
 output where the grammar masked it, and ``agree`` counts that too.
 
@@ -24,7 +24,7 @@ output where the grammar masked it, and ``agree`` counts that too.
 proposers, the grammar's forced tokens), which is all that can pay where a draft model's step
 costs more than the row it saves. The output is read again in the passes such a drafter could
 at best make: each pass takes the tokens ahead that a free source would have named
-(``free_guesses.py``) and ends with the first one none names; rows the grammar decides alone
+(``_shared/free_guesses.py``) and ends with the first one none names; rows the grammar decides alone
 get no logits, as in specdec's loop. No guess is ever wrong there, so no real drafter beats it.
 """
 
@@ -35,13 +35,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/, for _shared
 
 import numpy as np  # noqa: E402
-from edit_check import load_items  # noqa: E402
-from free_guesses import guessable, passes  # noqa: E402
-from script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
+from _shared.free_guesses import guessable, passes  # noqa: E402
+from _shared.prompt_sets import load_items  # noqa: E402
+from _shared.script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
 from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402

@@ -1,10 +1,10 @@
-"""scripts/copy_breaks.py: where a loop's copies break, what the draft model says there, and the price of asking it."""
+"""scripts/ceilings/copy_breaks.py: where a loop's copies break, what the draft model says there, and the price of asking it."""
 
 import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "ceilings"))
 
 import copy_breaks  # noqa: E402
 import loop_passes  # noqa: E402

@@ -1,11 +1,11 @@
-"""The free-drafting bound's pieces (scripts/free_guesses.py): where passes end, and the text-level copy."""
+"""The free-drafting bound's pieces (scripts/_shared/free_guesses.py): where passes end, and the text-level copy."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import free_guesses  # noqa: E402
+from _shared import free_guesses  # noqa: E402
 
 
 class CharModel:

@@ -3,7 +3,7 @@
 What these check: each method loads and drafts; greedy output equals the target alone (many
 prompts, draft lengths, thresholds, and a prefill split across batches); the stats are
 reported; mismatched heads are refused with one line. Step-for-step agreement with llama.cpp's
-own implementation is scripts/spec_conformance.py (it needs a native build, so not here).
+own implementation is scripts/checks/spec_conformance.py (it needs a native build, so not here).
 """
 
 from __future__ import annotations

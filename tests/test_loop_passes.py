@@ -1,13 +1,14 @@
-"""scripts/loop_passes.py: the agent loop run in process, and its accounting of where the time went."""
+"""scripts/ceilings/loop_passes.py: the agent loop run in process, and its accounting of where the time went."""
 
 import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+sys.path[:0] = [str(SCRIPTS), str(SCRIPTS / "ceilings")]
 
 import loop_passes  # noqa: E402
-from free_guesses import guessable  # noqa: E402
+from _shared.free_guesses import guessable  # noqa: E402
 
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Tool calling on the real target (Qwen2.5-Coder 1.5B Q4_K_M): the seven agent-framework checks
-of ``scripts/tool_clients.py`` against ``specdec serve``, and control tokens spelled in content
+of ``scripts/serving/tool_clients.py`` against ``specdec serve``, and control tokens spelled in content
 staying text in the real vocabulary."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from test_serve import Server
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "serving"))
 
 import tool_clients  # noqa: E402
 

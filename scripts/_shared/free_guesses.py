@@ -1,8 +1,9 @@
 """Which tokens of an output a drafter that costs nothing could have guessed, and the passes that gives.
 
-Used by ``speculation_ceiling.py --free-drafts``. A drafter whose proposals cost nothing (no
-model step) can only know a token from what it has already seen. Here a token counts as
-guessable where any of these would have named it, given the true output before it:
+Used by ``speculation_ceiling.py --free-drafts`` and ``ceilings/loop_passes.py --free-drafts``. A
+drafter whose proposals cost nothing (no model step) can only know a token from what it has
+already seen. Here a token counts as guessable where any of these would have named it, given the
+true output before it:
 
 - the grammar: its mask allows that token alone (a forced token; ``constraint.only_allowed``);
 - the project's suffix index over the prompt and the output so far (``SuffixIndex``, the

@@ -1,7 +1,7 @@
 """Structured output side by side: specdec with and without drafting, and llama-server, on prompts
-that each carry a JSON Schema (``scripts/structured_jobs.jsonl``), interleaved per prompt.
+that each carry a JSON Schema (``scripts/data/structured_jobs.jsonl``), interleaved per prompt.
 
-    python3 scripts/structured_check.py [--target T --draft D] [-n 256] [--rounds 2] [--json out.json]
+    python3 scripts/compare/structured_check.py [--target T --draft D] [-n 256] [--rounds 2] [--json out.json]
 
 Per prompt and round, in an order reversed every other round: the constrained target alone
 (``--no-draft``), specdec's default (auto, the draft beside the target), and llama-server with
@@ -23,23 +23,22 @@ from pathlib import Path
 
 import httpx
 import jsonschema
-from script_io import Parser
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
+
+from _shared import DATA  # noqa: E402
+from _shared.llama_server import Server, ServerConfig, common_server_args, resolve_models  # noqa: E402
+from _shared.script_io import Parser  # noqa: E402
 
 
 def main() -> int:
-    from native_compare import Server, ServerConfig, _common_server_args, _resolve_models
-
     ap = Parser(description=__doc__.splitlines()[0])
-    _common_server_args(ap)
-    ap.add_argument("--jobs", default=str(ROOT / "scripts" / "structured_jobs.jsonl"))
+    common_server_args(ap)
+    ap.add_argument("--jobs", default=str(DATA / "structured_jobs.jsonl"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--server-spec", default="ngram4,ngram16", help="llama-server n-gram modes to compare")
     args = ap.parse_args()
-    _resolve_models(args, False)
+    resolve_models(args, False)
 
     from specdec_cli.engine import constraint as C
     from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions

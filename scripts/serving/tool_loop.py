@@ -8,7 +8,7 @@ answer copies a file an earlier call wrote (or the user gave), with one change: 
 an agent's edit loop. K sessions run at once (threads), greedy; replies end where the call
 ends.
 
-    python3 scripts/tool_loop.py --rounds 2 \\
+    python3 scripts/serving/tool_loop.py --rounds 2 \\
         --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port} --ctx 8192" \\
         --system "specdec-nodraft::python3 -m specdec_cli serve -t T --no-draft --port {port} --ctx 8192" \\
         --system "llama-jinja::llama-server -m T --jinja -np 2 -c 16384 --port {port} -t 2" \\
@@ -28,9 +28,21 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import httpx
-from agent_loop import alternating, loop_parser, run_system, save_runs, systems_of, turn_cells, turn_columns
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
+
+from _shared.systems import (  # noqa: E402
+    alternating,
+    loop_parser,
+    run_system,
+    save_runs,
+    systems_of,
+    turn_cells,
+    turn_columns,
+)
 
 TOOL = {"type": "function", "function": {
     "name": "write_file", "description": "Write a file: its whole new content replaces the old.",

@@ -1,4 +1,5 @@
-"""What the measuring scripts share at their edges: a count argument, one-line errors, the --json file.
+"""What the measuring scripts share at their edges: a count argument, one-line errors, the --json
+file, and the tables they print (a header, outputs compared, medians).
 
 Scripts are run by users on their own machines (docs/measurements.md gives their commands), so they keep
 the CLI's habits: bad input is one line on stderr and an exit code, never a traceback.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -68,3 +70,25 @@ def write_json(path: str, data: dict) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def print_header(hdr: str) -> None:
+    """A table's column line and its rule, flushed so the rows that follow show as they come."""
+    print(hdr)
+    print("-" * len(hdr))
+    sys.stdout.flush()
+
+
+def same_text(a: str, b: str) -> str:
+    """'same' when one output is a prefix of the other (native emits a few more tokens)."""
+    k = min(len(a), len(b))
+    for i in range(k):
+        if a[i] != b[i]:
+            return f"char {i}"
+    return "same"
+
+
+def median_or_nan(xs) -> float:
+    """The median of the values that are not None; nan where there are none."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else float("nan")

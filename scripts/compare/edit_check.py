@@ -1,7 +1,7 @@
 """Copy-heavy prompts: specdec's auto against the target alone and llama.cpp's n-gram modes, prompt by prompt.
 
 For every prompt of the chosen sets (bench scenarios by name, or JSONL files such as
-scripts/copy_holdout.jsonl), in one run and interleaved:
+scripts/data/copy_holdout.jsonl), in one run and interleaved:
 
   target alone     specdec, no draft (the baseline of every ratio)
   auto, beside     ``specdec run -t T`` as a user runs it: auto with the draft model beside the target
@@ -21,12 +21,12 @@ alone (min-max in brackets) and auto's median over llama.cpp's best mode (the mo
 highest median in that set); outputs are compared with the target alone's on their common length.
 
     scripts/build_native.sh llama-server     # once
-    python scripts/edit_check.py [--sets edit,scripts/copy_holdout.jsonl] [-n 256] [--rounds 1] \\
+    python scripts/compare/edit_check.py [--sets edit,scripts/data/copy_holdout.jsonl] [-n 256] [--rounds 1] \\
         [--servers ngram4,ngram16,ngram-simple] [--json OUT]
 
 General scenarios, the regression check (no servers, three rounds):
 
-    python scripts/edit_check.py --sets code,json,qa,creative -n 128 --rounds 3 --servers ""
+    python scripts/compare/edit_check.py --sets code,json,qa,creative -n 128 --rounds 3 --servers ""
 """
 
 from __future__ import annotations
@@ -35,71 +35,31 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from native_compare import (  # noqa: E402
+from _shared import DATA  # noqa: E402
+from _shared.fresh_auto import ALONE, BASE, BESIDE, run_specdec  # noqa: E402
+from _shared.llama_server import (  # noqa: E402
     Server,
     ServerConfig,
-    _common_server_args,
-    _completion,
-    _log_dir,
-    _resolve_models,
-    _spec_list,
-    same_text,
+    common_server_args,
+    completion,
+    logs_folder,
+    resolve_models,
+    spec_list,
 )
-from script_io import Parser
+from _shared.prompt_sets import load_sets  # noqa: E402
+from _shared.script_io import Parser, same_text  # noqa: E402
 
-from specdec_cli.bench.scenarios import SCENARIOS, load_scenarios  # noqa: E402
-from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
-from specdec_cli.terminal.prompts import PromptItem  # noqa: E402
-
-BASE, BESIDE, ALONE = "target alone", "auto, beside", "auto, no draft"
-
-
-def load_sets(spec: str) -> list[tuple[str, str, list[dict]]]:
-    """(set name, prompt id, messages) for every prompt of the named scenarios and files."""
-    return [(name, item.id, item.as_messages(None)) for name, item in load_items(spec)]
-
-
-def load_items(spec: str) -> list[tuple[str, PromptItem]]:
-    """(set name, prompt) for every prompt of the named scenarios and files, as the project's
-    prompt reader parsed them (a line's own ``json_schema`` included); a line without an id
-    gets its number in its file."""
-    out = []
-    for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        if name in SCENARIOS:
-            items = load_scenarios([name])[name]
-        else:
-            path = Path(name)
-            if not path.is_file():
-                sys.exit(f"error: {name!r} is neither a bench scenario ({', '.join(SCENARIOS)}) nor a file.")
-            items = load_scenarios(prompts_file=path)["custom"]
-            name = path.stem
-        out += [(name, item if item.id is not None else replace(item, id=str(k))) for k, item in enumerate(items, 1)]
-    return out
-
-
-def run_specdec(eng: Engine, tokens: list[int], n: int, label: str, model_drafter) -> dict:
-    gen = GenOptions(max_tokens=n)
-    if label == BASE:
-        r = eng.generate(tokens, gen, use_draft=False)
-    else:  # a fresh auto, as a new `specdec run` process has: nothing learned from another prompt
-        eng.drafters["auto"] = AutoDrafter(eng.costs, model_drafter if label == BESIDE else None)
-        r = eng.generate(tokens, gen, method="auto")
-    s = r.stats
-    return {"tps": s.tokens_per_second, "prompt_s": s.prompt_seconds, "n": s.n_generated, "text": r.text,
-            "drafted": s.n_drafted, "accepted": s.n_accepted, "substituted": s.n_substituted, "split": s.split()}
 
 
 def run_server(args, spec: str, text: str, n_prompt: int, log: Path) -> dict:
     with Server(args, ServerConfig(1, spec), log) as srv:
-        a = _completion(srv.url, {"prompt": text, "n_predict": args.max_tokens, "temperature": 0,
-                                  "cache_prompt": False, "seed": args.seed})
+        a = completion(srv.url, {"prompt": text, "n_predict": args.max_tokens, "temperature": 0,
+                                 "cache_prompt": False, "seed": args.seed})
     b = a["body"]
     t = b.get("timings") or {}
     n, ms = int(t.get("predicted_n", 0)), float(t.get("predicted_ms", 0.0))
@@ -116,9 +76,9 @@ def _fmt(xs: list[float]) -> str:
 
 def main() -> int:
     ap = Parser(description=__doc__.splitlines()[0])
-    _common_server_args(ap)
+    common_server_args(ap)
     ap.set_defaults(max_tokens=256, ctx=4096, cache_prompt="off")
-    ap.add_argument("--sets", default="edit,scripts/copy_holdout.jsonl",
+    ap.add_argument("--sets", default=f"edit,{DATA / 'copy_holdout.jsonl'}",
                     help="comma-separated bench scenarios and JSONL files")
     ap.add_argument("--servers", default="ngram4,ngram16,ngram-simple",
                     help='llama-server modes, comma-separated (ngramK, ngram-simple, none); "" for none')
@@ -126,9 +86,9 @@ def main() -> int:
     ap.add_argument("--no-alone", action="store_true", help="leave out auto with no draft model")
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
-    servers = _spec_list(args.servers) if args.servers.strip() else []
-    _resolve_models(args, need_draft=True)
-    log_dir, _tmp = _log_dir(args)
+    servers = spec_list(args.servers) if args.servers.strip() else []
+    resolve_models(args, need_draft=True)
+    log_dir, _tmp = logs_folder(args)
     prompts = load_sets(args.sets)
     if args.ids:
         wanted = set(args.ids.split(","))

@@ -11,7 +11,7 @@ the texts are the same (the two attention kernels round differently, so a near-t
 the summary gives, per set, the median and range of off/on in decode speed, and off/on in
 prompt-reading speed over the whole set.
 
-    python scripts/flash_attn_compare.py [--sets edit,agent,code] [-n 300] [--method auto|none] [--json OUT]
+    python scripts/checks/flash_attn_compare.py [--sets edit,agent,code] [-n 300] [--method auto|none] [--json OUT]
 
 ``--method auto`` (the default) runs what ``specdec run -t T`` runs, the draft beside the
 target, a fresh auto for every prompt; ``none`` is the target alone.
@@ -23,11 +23,11 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from edit_check import BASE, BESIDE, load_sets, run_specdec  # noqa: E402
-from script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
+from _shared.fresh_auto import BASE, BESIDE, run_specdec  # noqa: E402
+from _shared.prompt_sets import load_sets  # noqa: E402
+from _shared.script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Load on `specdec serve`: many concurrent requests, none lost, and the server's memory across them.
 
-    python3 scripts/serve_load.py -t T [-d D | --default] [--parallel 4] [--requests 200] [--concurrency 32] [-n 32]
-    python3 scripts/serve_load.py -t T --default --tools --requests 200 --concurrency 16 -n 64
+    python3 scripts/serving/serve_load.py -t T [-d D | --default] [--parallel 4] [--requests 200] [--concurrency 32] [-n 32]
+    python3 scripts/serving/serve_load.py -t T --default --tools --requests 200 --concurrency 16 -n 64
 
 With neither -d nor --default the server runs the target alone (--no-draft); --default runs
 `specdec serve -t T` as a user does (auto, with a draft found beside the target), so two runs,
@@ -22,7 +22,7 @@ request streamed, and reports per system the time to first token (p50, p99: from
 its first content or tool-call piece) and the throughput (generated tokens per second of the
 whole load):
 
-    python3 scripts/serve_load.py --requests 96 --concurrency 16 -n 32 --rounds 2 \\
+    python3 scripts/serving/serve_load.py --requests 96 --concurrency 16 -n 32 --rounds 2 \\
         --system "llama-4::llama-server -m T -np 4 -c 8192 --port {port} -t 2" \\
         --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port}"
 """
@@ -30,24 +30,21 @@ whole load):
 from __future__ import annotations
 
 import json
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import psutil
-from agent_loop import Server, alternating, systems_of
-from script_io import Parser
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from _shared.machine import free_port  # noqa: E402
+from _shared.script_io import Parser  # noqa: E402
+from _shared.systems import Server, alternating, systems_of  # noqa: E402
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.", "parameters": {

@@ -20,7 +20,7 @@ re-evaluates them in its next pass without a draft, which it records as (0, 0): 
 compared as llama.cpp logs it, (A+1)/(A+1). The two sequences must be equal.
 
     scripts/build_native.sh               # once: builds llama-speculative-simple into ~/.cache
-    python scripts/spec_conformance.py    # prints one line per case, exits 1 on any mismatch
+    python scripts/checks/spec_conformance.py    # prints one line per case, exits 1 on any mismatch
 
 Not run in CI (it needs the native build, about 15 minutes on 2 cores). Both sides run with
 flash attention off and an f32 KV cache, where llama.cpp's batched and single-token logits
@@ -43,13 +43,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from native_compare import find_native  # noqa: E402
+from _shared import TESTS  # noqa: E402
+from _shared.llama_server import find_native  # noqa: E402
+from _shared.script_io import Parser  # noqa: E402
 
+sys.path.insert(0, str(TESTS))  # the test suite's GGUF writers
+
+from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from tiny_memory_models import (  # noqa: E402
     GEMMA3_EMBD,
     MAMBA2_EMBD,
@@ -63,10 +65,6 @@ from tiny_memory_models import (  # noqa: E402
 from tiny_models import HEAD_PROMPTS, TARGET_SHAPE, write_dflash_gguf, write_eagle3_gguf, write_llama_gguf  # noqa: E402
 
 PROMPTS = HEAD_PROMPTS[:6]
-
-from script_io import Parser
-
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 RE_STEP = re.compile(r"partial acceptance: (\d+) < (\d+)|accepted (\d+)/(\d+) draft tokens")
 THREADS = 2

@@ -6,7 +6,7 @@ without and then with the draft after one warm-up, greedy, with the chat templat
 table gives decode tokens/s of both, their ratio, the acceptance rate and tokens per target
 pass, and whether the two outputs are identical (or part at a near-tie).
 
-    python scripts/compare_pair.py --target T.gguf --draft D.gguf [--draft-max 4] [--p-min 0.5] [-n 128]
+    python scripts/checks/compare_pair.py --target T.gguf --draft D.gguf [--draft-max 4] [--p-min 0.5] [-n 128]
 
 With no --target/--draft it uses the pinned Qwen2.5-Coder 1.5B/0.5B pair (fetched once).
 """
@@ -17,9 +17,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from script_io import Parser  # noqa: E402
+from _shared.script_io import Parser, demo_models  # noqa: E402
 
 from specdec_cli.engine.divergence import first_divergence  # noqa: E402
 from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
@@ -41,10 +41,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--prompt", action="append", help="replace the built-in code prompts (repeatable)")
     args = ap.parse_args()
-    if not args.target or not args.draft:
-        from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
-
-        args.target, args.draft = ensure_model(DEMO_TARGET), ensure_model(DEMO_DRAFT)
+    demo_models(args)
     engine = Engine(
         args.target, args.draft,
         options=EngineOptions(n_ctx=args.ctx),

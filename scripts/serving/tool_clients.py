@@ -14,7 +14,7 @@ Seven checks, each written as the client's documentation shows it, on a real mod
 and, with --json-prompts, how often a reply to a prompt that merely asks for JSON (tools offered,
 tool_choice auto) comes back as a tool call: the fenced-JSON fallback's false positives.
 
-    python3 scripts/tool_clients.py \\
+    python3 scripts/serving/tool_clients.py \\
         --system "specdec::python3 -m specdec_cli serve -t T -d D --port {port}" \\
         --system "llama-jinja::llama-server -m T --jinja -np 2 -c 8192 --port {port} -t 2" --json-prompts
 
@@ -28,11 +28,15 @@ import json
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Annotated
 
-from agent_loop import Server, systems_of
 from pydantic import BaseModel, Field
-from script_io import Parser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
+
+from _shared.script_io import Parser  # noqa: E402
+from _shared.systems import Server, systems_of  # noqa: E402
 
 QUESTION = "What is the weather in Paris today? Use the tool."
 JSON_PROMPTS = [  # the last eight come close to a call of get_weather on purpose

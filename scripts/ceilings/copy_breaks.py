@@ -1,6 +1,6 @@
 """Where an agent loop's copies break, and whether the draft model sees a break coming at a price that pays.
 
-On the agent loop (``agent_loop.py``, run in process by ``loop_passes.py``) the later turns
+On the agent loop (``serving/agent_loop.py``, run in process by ``loop_passes.py``) the later turns
 rewrite a file an earlier turn wrote. The copy proposers (the suffix index, else the edit
 tracker) name the next token almost everywhere; where that token is wrong the copy *breaks*
 (the model writes its edit), and a draft that runs past a break wastes the rest of its rows.
@@ -18,7 +18,7 @@ breaks are, from the saved outputs of ``loop_passes.py --json`` runs:
 - the price of that read: a pass of 64 and of 128 rows at the turns' depth, every row's
   logits read, for the target and for the draft model, timed here, interleaved.
 
-    python3 scripts/copy_breaks.py RUN.json [RUN.json...] [-t T.gguf] [-d D.gguf] [--from-turn 1]
+    python3 scripts/ceilings/copy_breaks.py RUN.json [RUN.json...] [-t T.gguf] [-d D.gguf] [--from-turn 1]
                                    [--json OUT]
 
 One sequence and greedy outputs throughout; the saved runs' outputs are read as they are (no
@@ -34,11 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
+from _shared.script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 from loop_passes import read_runs, turn_prompt  # noqa: E402
-from script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.drafters.edits import EditTracker  # noqa: E402
 from specdec_cli.engine.drafters.suffix import OutputPool, SuffixIndex  # noqa: E402

@@ -5,7 +5,7 @@ greedy, through llama-cpp-python's high-level `Llama.generate` and through specd
 without a draft, alternating, in one process, and prints decode tokens/s of both and their
 ratio per round.
 
-    python scripts/baseline_check.py [--target T.gguf] [-n 128] [--rounds 3]
+    python scripts/checks/baseline_check.py [--target T.gguf] [-n 128] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from script_io import Parser  # noqa: E402
+from _shared.script_io import Parser, demo_models  # noqa: E402
 
 from specdec_cli.engine.llama import default_threads  # noqa: E402
 from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402
@@ -32,10 +32,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ctx", type=int, default=2048)
     args = ap.parse_args()
-    if not args.target:
-        from specdec_cli.realmodels import DEMO_TARGET, ensure_model
-
-        args.target = str(ensure_model(DEMO_TARGET))
+    demo_models(args, draft=False)
 
     import llama_cpp
 

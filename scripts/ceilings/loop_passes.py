@@ -1,4 +1,4 @@
-"""Where an agent loop's time goes on specdec's scheduler: the loop of ``agent_loop.py``, run in process.
+"""Where an agent loop's time goes on specdec's scheduler: the loop of ``serving/agent_loop.py``, run in process.
 
 The sessions and turns of ``agent_loop.py`` (its tasks and tool turns, greedy) go straight to the
 scheduler that ``specdec serve`` runs, set as serve sets it (auto, first tokens first, two
@@ -15,7 +15,7 @@ JSONL, so the bound of any drafter on exactly these turns can be read with
 ``--free-drafts RUN.json...`` reads that bound on this scheduler instead, with the sessions
 sharing its passes: the loop runs again with auto's proposers replaced by one that knows the
 outputs saved by earlier runs' ``--json`` and proposes, of each, only the tokens a drafter that
-costs nothing could have guessed (``free_guesses.py``): the whole run of them ahead, up to
+costs nothing could have guessed (``_shared/free_guesses.py``): the whole run of them ahead, up to
 ``--draft-max``, every one right. A turn follows whichever saved output its own still agrees
 with; where it leaves them all (a near-tie decided the other way under another batch shape),
 it gets no more free drafts, and the run says how many tokens that left out, so pass this run's
@@ -25,7 +25,7 @@ and silent where there is none (on this loop's first turn, new code, the suffix 
 right token at about half the places it names any). ``--pass-rows N`` cuts the free drafts of a
 pass, longest first, to N rows in all: llama.cpp's CPU attention reads a pass in tiles of 64 rows.
 
-    python3 scripts/loop_passes.py [-t T.gguf] [-d D.gguf] [--sessions 2] [--turns 3] [-n 400]
+    python3 scripts/ceilings/loop_passes.py [-t T.gguf] [-d D.gguf] [--sessions 2] [--turns 3] [-n 400]
                                    [--draft-max 32] [--turns-out turns.jsonl] [--json OUT]
                                    [--free-drafts RUN.json... [--free-from-turn N] [--pass-rows N]]
 """
@@ -38,12 +38,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from agent_loop import TASKS, TOOL_TURNS  # noqa: E402
-from free_guesses import guessable  # noqa: E402
-from script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
+from _shared.agent_tasks import TASKS, TOOL_TURNS  # noqa: E402
+from _shared.free_guesses import guessable  # noqa: E402
+from _shared.script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
 from specdec_cli.engine.pass_drafts import Drafted  # noqa: E402
 from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402

@@ -7,7 +7,7 @@ scenario's median, and checks every auto output against the target alone; an ext
 traced auto run per prompt checks that every emitted token is the target's argmax at its
 position.
 
-    python scripts/auto_check.py [--target T.gguf] [--draft D.gguf] [--scenarios edit,code,json,qa,creative]
+    python scripts/checks/auto_check.py [--target T.gguf] [--draft D.gguf] [--scenarios edit,code,json,qa,creative]
                                  [--max-tokens 192] [--edit-max-tokens 384] [--json out.json]
 """
 
@@ -18,9 +18,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
-from script_io import Parser  # noqa: E402
+from _shared.script_io import Parser, demo_models  # noqa: E402
 
 from specdec_cli.bench.scenarios import load_scenarios  # noqa: E402
 from specdec_cli.engine.divergence import argmax_violations  # noqa: E402
@@ -38,11 +38,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--json")
     args = ap.parse_args()
-    if args.target is None or args.draft is None:
-        from specdec_cli.realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
-
-        args.target = args.target or str(ensure_model(DEMO_TARGET))
-        args.draft = args.draft or str(ensure_model(DEMO_DRAFT))
+    demo_models(args)
     eng = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx),
                  draft=DraftOptions(draft_max=AUTO_DRAFT_MAX), method="auto", warn=print)
     eng.drafters["auto-alone"] = AutoDrafter(eng.costs, None)  # auto as it runs with no draft model found
