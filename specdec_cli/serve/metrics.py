@@ -45,6 +45,8 @@ class Metrics:
 
     def finished(self, result) -> None:
         st = result.stats
+        if st.stop_reason == "cancelled":  # its client went away: counted by the worker, not answered
+            return
         self._finished.inc()
         self._prompt.inc(st.n_prompt)
         self._cached.inc(st.n_prompt_reused)
