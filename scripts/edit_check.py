@@ -54,8 +54,8 @@ from native_compare import (  # noqa: E402
 from script_io import Parser
 
 from specdec_cli.bench.scenarios import SCENARIOS, load_scenarios  # noqa: E402
+from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
-from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.terminal.prompts import PromptItem  # noqa: E402
 
 BASE, BESIDE, ALONE = "target alone", "auto, beside", "auto, no draft"

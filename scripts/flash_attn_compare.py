@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edit_check import BASE, BESIDE, load_sets, run_specdec  # noqa: E402
 from script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
-from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 MODES = ("on", "off")
 

@@ -139,7 +139,7 @@ sys.path.insert(0, str(ROOT))
 
 from script_io import Parser, demo_models  # noqa: E402
 
-from specdec_cli.engine.llama import default_threads  # noqa: E402
+from specdec_cli.engine.llama.library import default_threads  # noqa: E402
 
 # Raw completion prompts (no chat template): code, JSON/tables, prose.
 DEFAULT_PROMPTS = [
@@ -228,14 +228,14 @@ def load_prompts(path: str | None, target: str | Path | None = None) -> list[tup
 
 def render_chats(model_path: str | Path, conversations: list[list[dict]]) -> list[str]:
     """Each conversation rendered with the model's own chat template and the assistant's opening,
-    as specdec's --chat renders it (``specdec_cli.engine.chat_template``: the template's Jinja,
+    as specdec's --chat renders it (``specdec_cli.engine.chat.template``: the template's Jinja,
     else llama.cpp's built-in format), from a vocab-only load."""
     import ctypes
 
     import llama_cpp as ll
     from llama_cpp._logger import set_verbose
 
-    from specdec_cli.engine.chat_template import render
+    from specdec_cli.engine.chat.template import render
 
     set_verbose(False)  # llama.cpp's load log, errors aside
     ll.llama_backend_init()
@@ -371,7 +371,7 @@ def run_native(args, prompt: str, log_dir: Path | None, tag: str) -> tuple[Side,
 
 def engine_options(args):
     """specdec's engine with the settings both sides get (context, batch, threads, offload, FA, KV types)."""
-    from specdec_cli.engine.runner import EngineOptions
+    from specdec_cli.engine.decode.runner import EngineOptions
 
     return EngineOptions(n_ctx=args.ctx, n_batch=args.batch, threads=args.threads, gpu_layers=args.gpu_layers,
                          flash_attn=args.flash_attn, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v)
@@ -379,7 +379,7 @@ def engine_options(args):
 
 def warmed_up(engine, prompts: list[tuple[str, str]]) -> list[list[int]]:
     """The prompts' tokens, after one short generation (pages in the weights, builds the graphs)."""
-    from specdec_cli.engine.runner import GenOptions
+    from specdec_cli.engine.decode.runner import GenOptions
 
     encoded = [engine.tokenize_prompt(text) for _, text in prompts]
     engine.generate(encoded[0], GenOptions(max_tokens=16))
@@ -387,7 +387,7 @@ def warmed_up(engine, prompts: list[tuple[str, str]]) -> list[list[int]]:
 
 
 def run_specdec(engine, tokens: list[int], n: int) -> Side:
-    from specdec_cli.engine.runner import GenOptions
+    from specdec_cli.engine.decode.runner import GenOptions
 
     busy0, cpu0, w0 = _busy_seconds(), time.process_time(), time.perf_counter()
     r = engine.generate(tokens, GenOptions(max_tokens=n))
@@ -443,7 +443,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.repeats < 1:
         sys.exit("error: --repeats must be at least 1.")
-    from specdec_cli.engine.runner import DraftOptions, Engine
+    from specdec_cli.engine.decode.runner import DraftOptions, Engine
 
     demo_models(args)
     args.native_bin = find_native(args.native_bin)
@@ -1104,7 +1104,7 @@ def slot_main(argv: list[str]) -> int:
         sys.exit("error: --rounds must be at least 1.")
     args.cache_prompt = "off"  # every request reads its whole prompt, as specdec's one-at-a-time path does
     _resolve_models(args, False)
-    from specdec_cli.engine.runner import Engine, GenOptions
+    from specdec_cli.engine.decode.runner import Engine, GenOptions
 
     log_dir, tmp = _log_dir(args)
     prompts = load_prompts(args.prompts_file, args.target)

@@ -66,7 +66,7 @@ PROMPTS = HEAD_PROMPTS[:6]
 
 from script_io import Parser
 
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 RE_STEP = re.compile(r"partial acceptance: (\d+) < (\d+)|accepted (\d+)/(\d+) draft tokens")
 THREADS = 2

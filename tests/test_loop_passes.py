@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import loop_passes  # noqa: E402
 from free_guesses import guessable  # noqa: E402
 
-from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
 
 
 def _engine(target, draft) -> Engine:
