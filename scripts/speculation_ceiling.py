@@ -42,8 +42,8 @@ from _shared.free_guesses import guessable, passes  # noqa: E402
 from _shared.prompt_sets import load_items  # noqa: E402
 from _shared.script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
-from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
-from specdec_cli.engine.runner import Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.runner import Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.llama.context import Context, ContextParams  # noqa: E402
 
 READERS = ("auto", "off")  # flash attention as the target runs it by default, and off
 
@@ -113,7 +113,7 @@ def measure() -> int:
                for fa in READERS}
     grammars: dict[int, object] = {}  # prompt index -> its line's compiled JSON Schema
     if any(item.json_schema is not None for _, item in prompts):
-        from specdec_cli.engine import constraint as C
+        from specdec_cli.engine.structured import constraint as C
         from specdec_cli.terminal.constraint_args import ConstraintSpec
 
         tok = C.tokenizer_for(eng.target_model)

@@ -7,13 +7,13 @@ from collections import Counter
 
 import pytest
 
-from specdec_cli.engine import costmodel
-from specdec_cli.engine.costmodel import CostModel
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.drafters import suffix
 from specdec_cli.engine.drafters.suffix import SuffixIndex
-from specdec_cli.engine.policy import Calibrator, best_length, extension_pays
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
-from specdec_cli.engine.verify import SamplingParams
+from specdec_cli.engine.policy import costmodel
+from specdec_cli.engine.policy.costmodel import CostModel
+from specdec_cli.engine.policy.decisions import Calibrator, best_length, extension_pays
+from specdec_cli.engine.verify.verifiers import SamplingParams
 from test_exact_sampling import EOG, chi_square
 
 EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")

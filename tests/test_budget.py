@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from specdec_cli.engine import llama as L
-from specdec_cli.engine.llama_context import Context, ContextParams
-from specdec_cli.engine.llama_model import Model
+from specdec_cli.engine.llama import library as L
+from specdec_cli.engine.llama.context import Context, ContextParams
+from specdec_cli.engine.llama.model import Model
 from specdec_cli.errors import UsageError
 from specdec_cli.memory.budget import parse_layers
 from specdec_cli.memory.devices import Device, cpu_features

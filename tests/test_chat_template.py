@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_cli.engine.chat_template import render
+from specdec_cli.engine.chat.template import render
 from specdec_cli.errors import UsageError
 
 DEFAULT_SYSTEM = (

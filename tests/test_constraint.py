@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec_cli.engine.constraint import (
+from specdec_cli.engine.llama.model import Model
+from specdec_cli.engine.structured.constraint import (
     Constraint,
     ConstraintViolation,
     apply_mask,
     compile_constraint,
     tokenizer_for,
 )
-from specdec_cli.engine.llama_model import Model
 from specdec_cli.errors import EXIT_USAGE, UsageError
 from specdec_cli.terminal.constraint_args import ConstraintSpec, read_constraint
 

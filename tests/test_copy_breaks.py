@@ -9,8 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "cei
 import copy_breaks  # noqa: E402
 import loop_passes  # noqa: E402
 
-from specdec_cli.engine.llama_model import Model  # noqa: E402
-from specdec_cli.engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.llama.model import Model  # noqa: E402
 
 
 def test_tally_counts_breaks_by_the_run_before_them_and_what_the_guesses_said():

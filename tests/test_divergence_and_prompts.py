@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from specdec_cli.engine.divergence import argmax_violations, first_divergence
-from specdec_cli.engine.session import TracePoint
+from specdec_cli.engine.result import TracePoint
+from specdec_cli.engine.verify.divergence import argmax_violations, first_divergence
 from specdec_cli.errors import UsageError
 from specdec_cli.terminal.prompts import read_batch, read_prompt
 

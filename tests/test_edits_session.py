@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specdec_cli.engine.decode.session import Session
 from specdec_cli.engine.drafters.auto import AutoDrafter
-from specdec_cli.engine.session import Session
-from specdec_cli.engine.verify import GreedyVerifier
+from specdec_cli.engine.verify.verifiers import GreedyVerifier
 from test_auto import gpu_like
 
 N_VOCAB = 64
@@ -148,7 +148,7 @@ def test_sampling_with_substitutions_proposed_still_follows_the_targets_law():
     import copy
     from collections import Counter
 
-    from specdec_cli.engine.verify import Sampler, SamplingParams, make_verifier
+    from specdec_cli.engine.verify.verifiers import Sampler, SamplingParams, make_verifier
     from test_exact_sampling import ALPHA, SAMPLING, chi_square
 
     src, renamed = _source()

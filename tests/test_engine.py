@@ -11,13 +11,13 @@ import random
 
 import pytest
 
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.session import Session
 from specdec_cli.engine.drafters.base import Drafter
 from specdec_cli.engine.errors import ContextFull, PromptTooLong
-from specdec_cli.engine.llama_context import Context, ContextParams
-from specdec_cli.engine.llama_model import Model
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
-from specdec_cli.engine.session import Session
-from specdec_cli.engine.verify import GreedyVerifier, SamplingParams
+from specdec_cli.engine.llama.context import Context, ContextParams
+from specdec_cli.engine.llama.model import Model
+from specdec_cli.engine.verify.verifiers import GreedyVerifier, SamplingParams
 from specdec_cli.errors import UsageError
 
 EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")

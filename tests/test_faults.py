@@ -25,7 +25,7 @@ DRIVER = textwrap.dedent(
     """
     import collections, os, signal, sys
     from specdec_cli.terminal import console
-    from specdec_cli.engine import llama
+    from specdec_cli.engine.llama import library as llama
     from specdec_cli.cli import main
 
     sig, when, argv = getattr(signal, sys.argv[1]), sys.argv[2], sys.argv[3:]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_cli.engine.costmodel import CostModel
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.policy.costmodel import CostModel
 from specdec_cli.errors import UsageError
 from specdec_cli.models.memory_kinds import SNAPSHOT_CAP, Rollback
 from test_cli import assert_one_line_error, specdec
@@ -169,7 +169,7 @@ def test_policy_weighs_what_a_rejection_costs_a_checkpointed_target():
     """On the 2-core CPU curve, 90%-likely drafts pay on an attention target (k=5) but not on a
     checkpointed one, where a rejection costs a state copy back and a replay pass; near-certain
     ones still do."""
-    from specdec_cli.engine.policy import best_length
+    from specdec_cli.engine.policy.decisions import best_length
 
     cpu = CostModel({1: 0.0385, 2: 0.081, 4: 0.112, 16: 0.323, 33: 0.527}, frozen=True)
     plain = {a: best_length([a] * 16, cpu).k for a in (0.9, 0.99)}

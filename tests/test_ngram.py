@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from specdec_cli.engine.decode.session import Session
 from specdec_cli.engine.drafters.ngram import NgramDrafter
-from specdec_cli.engine.llama_context import Context, ContextParams
-from specdec_cli.engine.llama_model import Model
-from specdec_cli.engine.session import Session
-from specdec_cli.engine.verify import GreedyVerifier
+from specdec_cli.engine.llama.context import Context, ContextParams
+from specdec_cli.engine.llama.model import Model
+from specdec_cli.engine.verify.verifiers import GreedyVerifier
 
 EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
 

@@ -21,7 +21,7 @@ def test_wheel_ships_pairs_toml(tmp_path):
         names = zf.namelist()
         assert "specdec_cli/pairs.toml" in names
         assert zf.read("specdec_cli/pairs.toml") == (ROOT / "pairs.toml").read_bytes()
-        assert "specdec_cli/engine/session.py" in names
+        assert "specdec_cli/engine/decode/session.py" in names
         for scenario in ("documents", "code", "agent", "json", "qa", "creative"):
             assert f"specdec_cli/bench/prompts/{scenario}.jsonl" in names
         entry_points = zf.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()

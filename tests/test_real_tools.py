@@ -36,8 +36,8 @@ def test_each_agent_framework_check_passes(real_server, check):
 
 
 def test_spelled_control_tokens_stay_text_and_clean_prompts_keep_llama_servers_tokens(real_target):
-    from specdec_cli.engine.chat_prompt import Rendered, chat_tokens, render
-    from specdec_cli.engine.llama_model import Model
+    from specdec_cli.engine.chat.prompt import Rendered, chat_tokens, render
+    from specdec_cli.engine.llama.model import Model
 
     model = Model(real_target)
     try:

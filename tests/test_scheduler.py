@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from specdec_cli.engine.costmodel import CostModel
-from specdec_cli.engine.policy import best_length, choose_parallel, plan_pass
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
-from specdec_cli.engine.scheduler import Job, cells_for
-from specdec_cli.engine.verify import SamplingParams
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.scheduler import Job, cells_for
+from specdec_cli.engine.policy.costmodel import CostModel
+from specdec_cli.engine.policy.decisions import best_length, choose_parallel, plan_pass
+from specdec_cli.engine.verify.verifiers import SamplingParams
 from test_auto import REPEATING, cpu_like, gpu_like
 from test_exact_sampling import EOG, SAMPLING, chi_square
 

@@ -157,8 +157,8 @@ def test_what_cannot_be_honoured_is_refused_and_deep_json_is_a_400(server):
 
 
 def test_control_tokens_spelled_in_content_stay_text(server, tiny_tool_target):
-    from specdec_cli.engine.chat_prompt import chat_tokens
-    from specdec_cli.engine.llama_model import Model
+    from specdec_cli.engine.chat.prompt import chat_tokens
+    from specdec_cli.engine.llama.model import Model
 
     model = Model(tiny_tool_target)
     try:
@@ -225,7 +225,7 @@ def test_an_answered_turn_comes_back_as_its_own_tokens_and_a_spelled_copy_does_n
     all, renders to text that starts the same way and still gets only text tokens."""
     from types import SimpleNamespace
 
-    from specdec_cli.engine.llama_model import Model
+    from specdec_cli.engine.llama.model import Model
     from specdec_cli.toolcalls.request import read_tools
     from specdec_cli.toolcalls.turn import ChatPrompter
 
@@ -254,7 +254,7 @@ def test_schema_keywords_the_grammar_lacks_are_said_and_checked_after_the_call(t
     schema is compiled leniently, not refused (the agent could not start otherwise), the
     ignored keyword is named once on stderr, and a call that breaks it is named when read.
     A schema that is wrong, not merely beyond the grammar, is still a 400's ToolsError."""
-    from specdec_cli.engine.llama_model import Model
+    from specdec_cli.engine.llama.model import Model
     from specdec_cli.toolcalls.request import ToolsError, read_tools
     from specdec_cli.toolcalls.turn import ChatPrompter
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from specdec_cli.engine.constraint import compile_constraint, tokenizer_for
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
-from specdec_cli.engine.scheduler import Job
-from specdec_cli.engine.verify import Sampler, SamplingParams
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.scheduler import Job
+from specdec_cli.engine.structured.constraint import compile_constraint, tokenizer_for
+from specdec_cli.engine.verify.verifiers import Sampler, SamplingParams
 from specdec_cli.terminal.constraint_args import ConstraintSpec
 from test_auto import gpu_like
 from test_exact_sampling import chi_square
@@ -83,7 +83,7 @@ def test_many_at_once_obey_their_own_schemas(engine):
 def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine, monkeypatch):
     """Where a row's mask allows one token, llama.cpp computes no logits for it (a quarter of a
     step on a CPU); the outputs, alone, drafted and many at once, are those with every row."""
-    from specdec_cli.engine import constraint
+    from specdec_cli.engine.structured import constraint
 
     prompts = [engine.tokenize_prompt(t) for t in PROMPTS]
     grammars = [_grammar(engine, s) for s in SCHEMAS]

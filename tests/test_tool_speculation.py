@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_cli.engine.runner import DraftOptions, Engine, EngineOptions, GenOptions
-from specdec_cli.engine.scheduler import Job
-from specdec_cli.engine.verify import SamplingParams
+from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.scheduler import Job
+from specdec_cli.engine.verify.verifiers import SamplingParams
 from specdec_cli.toolcalls.request import read_tools
 from specdec_cli.toolcalls.turn import ChatPrompter
 from test_auto import gpu_like

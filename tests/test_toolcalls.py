@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from llguidance import LLMatcher
 
-from specdec_cli.engine.chat_template import render_jinja
-from specdec_cli.engine.constraint import _byte_tokenizer
+from specdec_cli.engine.chat.template import render_jinja
+from specdec_cli.engine.structured.constraint import _byte_tokenizer
 from specdec_cli.toolcalls.fenced import fenced_call
 from specdec_cli.toolcalls.formats import FAMILIES, Generic, format_for
 from specdec_cli.toolcalls.formats.deepseek import DEEPSEEK_R1, DEEPSEEK_V3

@@ -26,7 +26,7 @@ from pathlib import Path
 from _shared import SCRIPTS
 from _shared.machine import free_port
 from _shared.script_io import demo_models
-from specdec_cli.engine.llama import default_threads  # noqa: E402
+from specdec_cli.engine.llama.library import default_threads  # noqa: E402
 
 SPEC_RE = re.compile(r"^(none|draft|ngram(\d+)|ngram-simple)$")
 PROBE_PROMPT = "Hello"  # specdec's load probe: one prompt of one token, -n 1

@@ -39,12 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _s
 from _shared.script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 from loop_passes import read_runs, turn_prompt  # noqa: E402
 
+from specdec_cli.engine.decode.runner import Engine, EngineOptions  # noqa: E402
 from specdec_cli.engine.drafters.edits import EditTracker  # noqa: E402
 from specdec_cli.engine.drafters.suffix import OutputPool, SuffixIndex  # noqa: E402
 from specdec_cli.engine.errors import PromptTooLong  # noqa: E402
-from specdec_cli.engine.llama_context import Context, ContextParams  # noqa: E402
-from specdec_cli.engine.llama_model import Model  # noqa: E402
-from specdec_cli.engine.runner import Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.llama.context import Context, ContextParams  # noqa: E402
+from specdec_cli.engine.llama.model import Model  # noqa: E402
 
 HORIZON = 32  # a place "sees a break" when one falls within this many tokens of it
 RUN_BUCKETS = (0, 1, 4, 16, 32, 64)  # lower edges of the run-length rows of the table

@@ -5,7 +5,7 @@ whole batch, model load excluded).
 Each repeat runs every (count, speculation) system once, in an order reversed every other
 repeat, so drift of a noisy machine touches all of them alike; ratios are taken within a
 repeat. One at a time is ``run --parallel 1``'s path (one generation after another); more is
-the scheduler's (``engine/scheduler.py``).
+the scheduler's (``engine/decode/scheduler.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
-from ..engine.runner import Engine, GenOptions
-from ..engine.scheduler import Job
+from ..engine.decode.runner import Engine, GenOptions
+from ..engine.decode.scheduler import Job
 
 
 @dataclass

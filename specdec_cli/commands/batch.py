@@ -1,6 +1,6 @@
 """``specdec run --batch``: many prompts, one JSON line each on stdout, in input order.
 
-The prompts are decoded several at a time where the plan allows it (``engine/scheduler.py``):
+The prompts are decoded several at a time where the plan allows it (``engine/decode/scheduler.py``):
 how many at once is ``--parallel``, else what the measured cost curve says pays, within what
 the memory check lets fit and never more than the prompts. A line is written once every
 earlier one is, so stdout is the input's order whatever order the jobs end in; a signal ends
@@ -53,8 +53,8 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     summarise on stderr; the exit code.
     ``grammars[i]``: prompt i's compiled constraint (its own, or the run's), None for none; a
     prompt whose output does not satisfy it makes the exit code 1."""
-    from ..engine.policy import choose_parallel
-    from ..engine.scheduler import Job
+    from ..engine.decode.scheduler import Job
+    from ..engine.policy.decisions import choose_parallel
     from ..engine.stats import GenerationStats
 
     grammars = grammars or [None] * len(items)

@@ -52,7 +52,7 @@ EDIT_PROMPT = ("Rename the function parse_rows to read_rows and the parameter se
 
 
 def run_demo(max_tokens: int = 128) -> int:
-    from ..engine.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
+    from ..engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
     from ..realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
 
     target = ensure_model(DEMO_TARGET)
@@ -123,7 +123,7 @@ def speed_line(case: str, speeds: dict[str, tuple[float, float]]) -> str:
 
 def explain(costs) -> str:
     """Why drafting pays or not here, in the measured costs' own terms."""
-    from ..engine.policy import best_length
+    from ..engine.policy.decisions import best_length
 
     step = costs.step_seconds()
     verify5 = costs.pass_seconds(5) / step

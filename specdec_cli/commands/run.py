@@ -55,8 +55,8 @@ class _Prompting:
 
 
 def run_request(req: RunRequest) -> int:
-    from ..engine.runner import GenOptions
-    from ..engine.verify import SamplingParams, resolve_seed
+    from ..engine.decode.runner import GenOptions
+    from ..engine.verify.verifiers import SamplingParams, resolve_seed
 
     if req.batch is not None and (req.prompt is not None or req.file is not None):
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
@@ -87,7 +87,7 @@ def run_request(req: RunRequest) -> int:
         prompts[:] = [t.tokens for t in turns]
 
     def cells(engine) -> int:
-        from ..engine.scheduler import cells_for
+        from ..engine.decode.scheduler import cells_for
 
         read_prompts(engine)
         return cells_for([len(t) + req.max_tokens for t in prompts], n_seq, engine.options.n_ctx)
@@ -151,7 +151,7 @@ def _check_draft_flags(flags: DraftFlags) -> None:
 
 
 def _draft_options(plan):
-    from ..engine.runner import DraftOptions
+    from ..engine.decode.runner import DraftOptions
 
     return DraftOptions(draft_max=plan.draft_max.value, draft_min=plan.draft_min.value, p_min=plan.p_min.value)
 
@@ -242,7 +242,7 @@ def _finish(result, req: RunRequest, meta: dict, report: dict | None) -> int:
 
 def _explain(plain, spec) -> tuple[dict, int]:
     """Compare a traced plain run with a traced speculative run; report on stderr."""
-    from ..engine.divergence import argmax_violations, first_divergence
+    from ..engine.verify.divergence import argmax_violations, first_divergence
 
     bad = argmax_violations(spec.trace)
     div = first_divergence(plain.tokens, plain.trace, spec.tokens)

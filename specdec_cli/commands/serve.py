@@ -43,9 +43,9 @@ class ServeRequest(PairRequest):
 
 
 def serve(req: ServeRequest) -> int:
-    from ..engine.policy import choose_parallel
-    from ..engine.runner import DraftOptions, GenOptions
-    from ..engine.verify import SamplingParams
+    from ..engine.decode.runner import DraftOptions, GenOptions
+    from ..engine.policy.decisions import choose_parallel
+    from ..engine.verify.verifiers import SamplingParams
     from ..serve.app import create_app
     from ..serve.metrics import Metrics
     from ..serve.worker import Worker

@@ -4,7 +4,7 @@ drafting methods that can honour one, the grammars compiled again for the target
 vocabulary once it is loaded, and the output checked at the end.
 
 The decoding itself (masked rows, forced tokens as drafts, drafts cut at the first rejected
-token, the stop when the grammar is complete) is the engine's: ``engine/constraint.py``.
+token, the stop when the grammar is complete) is the engine's: ``engine/structured/constraint.py``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def check_before_load(spec: ConstraintSpec | None, items, method: str | None, ch
     """Every constraint compiled (one line and exit 2 for a broken one), every line's tools
     read, and both refused where the drafting method cannot honour a grammar, before any
     model loads; each line's tools (``item_tools``)."""
-    from ..engine.constraint import compile_constraint
+    from ..engine.structured.constraint import compile_constraint
 
     specs = [s for s in [spec, *item_specs(items)] if s is not None]
     per_line = item_tools(items, chat)
@@ -71,7 +71,7 @@ def check_before_load(spec: ConstraintSpec | None, items, method: str | None, ch
 
 def grammars_for(engine, spec: ConstraintSpec | None, items) -> tuple[object | None, list[object | None]]:
     """The run's grammar and each line's, compiled for the loaded target's vocabulary."""
-    from ..engine.constraint import compile_constraint, tokenizer_for
+    from ..engine.structured.constraint import compile_constraint, tokenizer_for
 
     if spec is None and not any(item_specs(items)):
         return None, [None] * len(items)

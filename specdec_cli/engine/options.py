@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .verify import SamplingParams, verify_mode
+from .verify.verifiers import SamplingParams, verify_mode
 
 
 @dataclass
@@ -46,13 +46,13 @@ class DraftOptions:
 @dataclass
 class GenOptions:
     """One generation's settings. ``verify``: the rule that keeps draft tokens at temperature > 0,
-    "auto", "exact" or "match" (what each does: ``verify.py``'s module docstring)."""
+    "auto", "exact" or "match" (what each does: ``verify/verifiers.py``'s module docstring)."""
 
     max_tokens: int = 256
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temp=0.0))
     stop: list[str] = field(default_factory=list)
     verify: str = "auto"
-    grammar: object | None = None  # a compiled constraint (``constraint.compile_constraint``): output obeys it
+    grammar: object | None = None  # a compiled constraint (``structured/constraint.py``): output obeys it
     shown: frozenset[int] = frozenset()  # control tokens the text renders (a tool-call family's markers)
     logprobs: int | None = None  # report each kept token's log-probability, with this many alternatives
 

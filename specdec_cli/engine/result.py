@@ -1,11 +1,30 @@
-"""What one generation gives back: the text, the tokens, the stats, and how it ran."""
+"""What one generation gives back: the text, the tokens, the stats, and how it ran.
+
+The trace (``TracePoint``: what the target saw at each emitted token) is here rather than beside
+the loop that records it (``decode/session.py``), so that ``verify/divergence.py``, which reads
+traces, needs nothing from the decoding above it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .session import TracePoint
 from .stats import GenerationStats
+
+
+@dataclass
+class TracePoint:
+    """What the target saw when it emitted a token: its best candidates and their logits."""
+
+    index: int  # index of the generated token
+    token: int
+    top_ids: list[int]
+    top_logits: list[float]
+
+    def logit_of(self, token: int) -> float | None:
+        for t, v in zip(self.top_ids, self.top_logits):
+            if t == token:
+                return v
+        return None
 
 
 @dataclass

@@ -56,7 +56,7 @@ def probe_devices() -> list[Device]:
 
 def _ggml_devices() -> list[Device]:
     try:
-        from ..engine.llama import init_backend
+        from ..engine.llama.library import init_backend
 
         init_backend()
         import llama_cpp

@@ -74,10 +74,10 @@ RS_BYTES = 4  # llama.cpp keeps recurrent states in f32 (GGML_TYPE_F32 in create
 
 
 def repack_types(features: set[str]) -> set[str]:
-    from ..engine.llama import KEEP_EXTRA_BUFFERS
+    from ..engine.llama.library import KEEP_EXTRA_BUFFERS
 
     if "AMX_INT8" in features and os.environ.get(KEEP_EXTRA_BUFFERS) != "1":
-        return set()  # the engine loads without extra buffer types there (engine/llama.py says why)
+        return set()  # the engine loads without extra buffer types there (engine/llama/library.py says why)
     types: set[str] = set()
     if "AVX2" in features:
         types |= _REPACK_X86_AVX2

@@ -65,7 +65,7 @@ def forced_method(choice: str | None) -> Method | None:
 
 
 class VerifyMode(Choice):
-    """``--verify``: the rule that keeps draft tokens at temperature > 0 (engine/verify.py explains them)."""
+    """``--verify``: the rule that keeps draft tokens at temperature > 0 (engine/verify/verifiers.py explains them)."""
 
     AUTO = "auto"
     MATCH = "match"

@@ -92,7 +92,7 @@ def create_app(worker: Worker, *, model: str, api_key: str | None, make_gen: Cal
 
     async def run(request: Request, body, kind: str, tokens: list[int], gen, arrived: float, turn=None) -> Response:
         """``arrived``: when the request came in (its time to first token counts from there)."""
-        from ..engine.verify import resolve_seed
+        from ..engine.verify.verifiers import resolve_seed
 
         seed = body.seed if body.seed is not None else resolve_seed(None)
         call = Call(worker, metrics, prompter, tokens, gen, seed, arrived, turn)

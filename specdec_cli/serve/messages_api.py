@@ -197,7 +197,7 @@ class Door:
         return JSONResponse({"input_tokens": len(turn.tokens)})
 
     async def messages(self, request: Request) -> Response:
-        from ..engine.verify import resolve_seed
+        from ..engine.verify.verifiers import resolve_seed
 
         arrived = time.perf_counter()
         try:

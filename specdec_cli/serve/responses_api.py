@@ -210,7 +210,7 @@ class Door:
         return JSONResponse(found[1])
 
     async def create(self, request: Request) -> Response:
-        from ..engine.verify import resolve_seed
+        from ..engine.verify.verifiers import resolve_seed
 
         arrived = time.perf_counter()
         try:

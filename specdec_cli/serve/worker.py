@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..engine.scheduler import Job
+from ..engine.decode.scheduler import Job
 
 
 class Handle:

@@ -1,7 +1,7 @@
 """What ``--json-schema``, ``--grammar-file`` and ``--regex`` ask for, read into a ``ConstraintSpec``.
 
 Only reading happens here (files, UTF-8, JSON syntax); compiling and checking the constraint
-is ``engine/constraint.py``'s job, with llguidance, which this bottom-layer module must not
+is ``engine/structured/constraint.py``'s job, with llguidance, which this bottom-layer module must not
 import.
 """
 

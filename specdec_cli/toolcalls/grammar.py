@@ -1,6 +1,6 @@
 """The grammar that makes every started call well formed, built from a family's ``CallSyntax``.
 
-Written in llguidance's Lark (``engine/constraint.py`` compiles it, as it does ``--grammar-file``):
+Written in llguidance's Lark (``engine/structured/constraint.py`` compiles it, as it does ``--grammar-file``):
 each callable tool is its own alternative, its name literal and its arguments an inline
 ``%json`` of the tool's schema, so a call can only name a given tool and only carry arguments
 that validate. What the choice asks:
@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from ..engine.constraint import JSON_DEFAULTS
+from ..engine.structured.constraint import JSON_DEFAULTS
 from .request import ToolRequest
 from .syntax import CallSyntax, Lit
 

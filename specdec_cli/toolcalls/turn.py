@@ -18,9 +18,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from ..engine.chat_prompt import checked, render
-from ..engine.chat_template import TemplateRefused
-from ..engine.constraint import Grammar, compile_constraint, tokenizer_for
+from ..engine.chat.prompt import checked, render
+from ..engine.chat.template import TemplateRefused
+from ..engine.structured.constraint import Grammar, compile_constraint, tokenizer_for
 from ..errors import UsageError
 from ..terminal import console
 from ..terminal.constraint_args import ConstraintSpec

@@ -70,14 +70,14 @@ def load_prompts(path: str | None, target: str | Path | None = None) -> list[tup
 
 def render_chats(model_path: str | Path, conversations: list[list[dict]]) -> list[str]:
     """Each conversation rendered with the model's own chat template and the assistant's opening,
-    as specdec's --chat renders it (``specdec_cli.engine.chat_template``: the template's Jinja,
+    as specdec's --chat renders it (``specdec_cli.engine.chat.template``: the template's Jinja,
     else llama.cpp's built-in format), from a vocab-only load."""
     import ctypes
 
     import llama_cpp as ll
     from llama_cpp._logger import set_verbose
 
-    from specdec_cli.engine.chat_template import render
+    from specdec_cli.engine.chat.template import render
 
     set_verbose(False)  # llama.cpp's load log, errors aside
     ll.llama_backend_init()

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..costmodel import CostModel
-from ..policy import Calibrator, best_length, confidence_bucket, extension_pays
-from ..verify import Proposal
+from ..policy.costmodel import CostModel
+from ..policy.decisions import Calibrator, best_length, confidence_bucket, extension_pays
+from ..verify.verifiers import Proposal
 from .base import Drafter
 from .edits import SUBSTITUTED, Drafted, EditTracker
 from .suffix import ORDERS, SuffixIndex

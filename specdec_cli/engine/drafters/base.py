@@ -14,12 +14,12 @@ The decode loop never asks which method it is driving. It calls:
 
 A drafter owns its own state (a draft context, an n-gram index, ...) and keeps it in step
 with ``history`` itself, so the loop stays the same for every method. Drafters only propose;
-what is kept is the verifier's business (``verify.py``), as in vLLM's rejection sampler.
+what is kept is the verifier's business (``verify/verifiers.py``), as in vLLM's rejection sampler.
 
 Greedy and sampled proposals. A proposal from a drafter that samples carries, per position,
 the distribution q it drew the token from (after the generation's top-k, top-p and
 temperature), which exact verification needs. A greedy proposal carries none, and exact
-verification treats it as a point mass, which is still exact (why: ``verify.py``'s module
+verification treats it as a point mass, which is still exact (why: ``verify/verifiers.py``'s module
 docstring). Only the draft-model method samples (``sampled_proposals = True``): it is an
 ordinary language model whose q is a real next-token distribution, and drawing from it is
 what lets the exact rule keep drafts that sample-then-match would throw away.
@@ -42,10 +42,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from ..verify import Proposal
+from ..verify.verifiers import Proposal
 
 if TYPE_CHECKING:
-    from ..verify import Sampler
+    from ..verify.verifiers import Sampler
 
 
 class Drafter(ABC):

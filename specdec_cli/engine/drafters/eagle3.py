@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UsageError
-from ..llama_context import Context, ExtBatch
+from ..llama.batch import ExtBatch
+from ..llama.context import Context
 from .base import Drafter
 from .greedy import confident_argmax, p_min_rule
 

@@ -5,7 +5,7 @@ finds where its cache and the real history part ways, drops the rest, and evalua
 the missing tokens (usually the last accepted draft and the target's new token) in one
 batch. A recurrent or hybrid draft cannot drop positions, so its state is checkpointed
 before its first drafted token is evaluated, and put back when the history parts ways with
-what it drafted (``rollback.py``), as llama.cpp's speculative-simple does for its draft. Proposals stop early when the draft's confidence falls below p-min, measured as
+what it drafted (``verify/rollback.py``), as llama.cpp's speculative-simple does for its draft. Proposals stop early when the draft's confidence falls below p-min, measured as
 llama.cpp's draft sampler does (softmax over the top 10 logits, probability of the best).
 
 Greedy proposals (temperature 0, and ``--verify match``, llama.cpp's own behaviour) take the
@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...models.memory_kinds import Rollback
-from ..llama_context import Context
-from ..rollback import CacheRollback
-from ..verify import Dist, Proposal, Sampler
+from ..llama.context import Context
+from ..verify.rollback import CacheRollback
+from ..verify.verifiers import Dist, Proposal, Sampler
 from .base import Drafter
 from .greedy import confident_argmax, gated_rule
 

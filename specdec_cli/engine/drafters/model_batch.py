@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..llama_context import Context
-from ..verify import Dist, Proposal, Sampler
+from ..llama.context import Context
+from ..verify.verifiers import Dist, Proposal, Sampler
 from .greedy import top_k_confidence
 
 

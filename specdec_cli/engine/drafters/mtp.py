@@ -35,7 +35,8 @@ import time
 import numpy as np
 
 from ...errors import UsageError
-from ..llama_context import Context, ExtBatch
+from ..llama.batch import ExtBatch
+from ..llama.context import Context
 from .base import Drafter
 from .greedy import confident_argmax, gated_rule
 

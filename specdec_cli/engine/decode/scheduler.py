@@ -32,22 +32,22 @@ import time
 from collections import deque
 from collections.abc import Iterator
 
-from ..terminal.textstream import TextStream
+from ...terminal.textstream import TextStream
+from ..drafters.auto import Hindsight
+from ..drafters.edits import EditTracker
+from ..drafters.model_batch import BatchModelDrafter
+from ..drafters.ngram import NgramDrafter
+from ..drafters.suffix import OutputPool, SuffixIndex
+from ..errors import ContextFull
+from ..result import Result
+from ..stats import GenerationStats
+from ..structured.constraint import PassMasks, through_end
+from ..verify.logprobs import logprobs_of
+from ..verify.verifiers import Sampler, SamplingParams, make_verifier, resolve_verify
 from .admission import Admission
-from .constraint import PassMasks, through_end
-from .drafters.auto import Hindsight
-from .drafters.edits import EditTracker
-from .drafters.model_batch import BatchModelDrafter
-from .drafters.ngram import NgramDrafter
-from .drafters.suffix import OutputPool, SuffixIndex
-from .errors import ContextFull
 from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
-from .logprobs import logprobs_of
 from .pass_drafts import Drafted, PassDrafter
-from .result import Result
 from .session import Session
-from .stats import GenerationStats
-from .verify import Sampler, SamplingParams, make_verifier, resolve_verify
 
 RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 

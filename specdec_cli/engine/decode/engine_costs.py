@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import costmodel
-from .costmodel import CostModel
-from .drafters.auto import could_pay
-from .llama import default_threads
+from ..drafters.auto import could_pay
+from ..llama.library import default_threads
+from ..policy import costmodel
+from ..policy.costmodel import CostModel
 
 
 class EngineCosts:

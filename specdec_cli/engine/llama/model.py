@@ -1,6 +1,9 @@
 """A loaded GGUF model: weights, vocabulary, tokenizer, metadata and chat template.
 
-Part of the FFI boundary (``llama.py`` says which modules call llama.cpp).
+The template's source and llama.cpp's built-in formats are read here; rendering messages through
+the template (its Jinja, as llama-server does) is ``chat/template.py``'s, above this package.
+
+Part of the FFI boundary (``library.py`` says which modules call llama.cpp).
 """
 
 from __future__ import annotations
@@ -8,10 +11,9 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from ..errors import SpecdecError, UsageError
-from ..terminal import interrupts
-from .chat_template import render
-from .llama import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, cpu_extra_buffers_safe, ext, init_backend
+from ...errors import SpecdecError, UsageError
+from ...terminal import interrupts
+from .library import LOAD_PROGRESS, LOG, FreedOnCollect, bindings, cpu_extra_buffers_safe, ext, init_backend
 
 
 class Model(FreedOnCollect):
@@ -39,6 +41,7 @@ class Model(FreedOnCollect):
         self._vocab = ll.llama_model_get_vocab(self._ptr)
         self.n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
         self.bos = int(ll.llama_vocab_bos(self._vocab))
+        self.eos = int(ll.llama_vocab_eos(self._vocab))
         self.n_embd = int(ll.llama_model_n_embd(self._ptr))
         self.n_layer = int(ll.llama_model_n_layer(self._ptr))
         self.arch = self.meta("general.architecture") or ""
@@ -150,28 +153,12 @@ class Model(FreedOnCollect):
         tmpl = bindings().llama_model_chat_template(self._ptr, None)
         return tmpl.decode("utf-8", errors="replace") if tmpl else None
 
-    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
-                            tools: list[dict] | None = None) -> str:
-        """Render messages with the model's own template: its Jinja, as llama-server does
-        (``chat_template.py`` says why), else llama.cpp's built-in format for it. ``tools``
-        (OpenAI's shape) and the messages' tool calls reach the template as they are."""
-        tmpl = self.chat_template()
-        if tmpl is None:
-            raise UsageError(
-                f"{self.path.name} has no chat template",
-                hint="drop --chat and pass the raw prompt",
-            )
-        full = [{**m, "content": "" if m.get("content") is None else str(m["content"])} for m in messages]
-        plain = [{"role": m["role"], "content": m["content"]} for m in full]
-        special = lambda t: self.token_text(t) if t >= 0 else ""  # noqa: E731
+    def builtin_chat(self, template: str, messages: list[dict], add_generation_prompt: bool) -> str:
+        """``messages`` (role and content strings) in llama.cpp's built-in format for ``template``
+        (``llama_chat_apply_template``): what ``chat/template.py`` falls back on where jinja2 cannot
+        render the template."""
         ll = bindings()
-        return render(tmpl, full, bos=special(self.bos), eos=special(int(ll.llama_vocab_eos(self._vocab))),
-                      add_generation_prompt=add_generation_prompt, tools=tools,
-                      builtin=lambda: self._builtin_chat(tmpl.encode(), plain, add_generation_prompt))
-
-    def _builtin_chat(self, tmpl: bytes, messages: list[dict], add_generation_prompt: bool) -> str:
-        """llama.cpp's built-in format for the template (``llama_chat_apply_template``)."""
-        ll = bindings()
+        tmpl = template.encode()
         keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
         arr = (ll.llama_chat_message * len(keep))()
         for i, (role, content) in enumerate(keep):

@@ -1,6 +1,9 @@
-"""Inference contexts over a loaded model: the KV cache, batches, logits and hidden states.
+"""Inference contexts over a loaded model: the passes (the token batch, logits, hidden states).
 
-Part of the FFI boundary (``llama.py`` says which modules call llama.cpp).
+What the context's memory holds, and taking positions out of it, is ``memory.py``'s (a mixin of
+``Context``); the extended batch draft heads feed is ``batch.py``'s.
+
+Part of the FFI boundary (``library.py`` says which modules call llama.cpp).
 """
 
 from __future__ import annotations
@@ -8,14 +11,14 @@ from __future__ import annotations
 import ctypes
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import SpecdecError
-from ..models.memory_kinds import Rollback
-from ..terminal import interrupts
-from .errors import ContextFull, ContextNotCreated
-from .llama import (
+from ...errors import SpecdecError
+from ...terminal import interrupts
+from ..errors import ContextFull, ContextNotCreated
+from .library import (
     ABORT,
     ABORTABLE_PASS,
     LOG,
@@ -26,13 +29,16 @@ from .llama import (
     default_threads,
     ext,
 )
-from .llama_model import Model
+from .memory import ContextMemory
+from .model import Model
+
+if TYPE_CHECKING:
+    from .batch import ExtBatch
 
 CACHE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
 PROCESS_ENCODE, PROCESS_DECODE = 0, 1  # llama_process: the encoder graph or the decoder
 CONTEXT_MTP = 1  # llama_context_type: the graph of the model's nextn (MTP) layers
-STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent (or SWA) part of a state
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ class ContextParams:
     n_seq_max: int = 1
 
 
-class Context(FreedOnCollect):
+class Context(ContextMemory, FreedOnCollect):
     """One inference context over a model: its KV cache, a reusable batch, and logits access."""
 
     def __init__(self, model: Model, params: ContextParams, *, other: Context | None = None):
@@ -209,23 +215,6 @@ class Context(FreedOnCollect):
         self._run_batch(n, needed)
         return 0
 
-    def _note_held(self, tokens: list[int], pos0: int) -> None:
-        held = self._held
-        if held is not None and pos0 <= len(held):
-            del held[pos0:]
-            held.extend(tokens)
-        else:
-            self._held = None
-
-    def held_prefix(self, tokens: list[int], limit: int) -> int:
-        """How many of ``tokens``, from the start and at most ``limit``, sequence 0 holds already
-        (0 when what it holds is unknown)."""
-        held = self._held or ()
-        n, top = 0, min(limit, len(held), len(tokens))
-        while n < top and held[n] == tokens[n]:
-            n += 1
-        return n
-
     def _run_batch(self, k: int, needed: int | None) -> None:
         """llama_decode over the first ``k`` entries of the batch; long passes can be aborted by a signal."""
         ll = bindings()
@@ -302,99 +291,9 @@ class Context(FreedOnCollect):
         if rc != 0:
             raise _decode_error(rc, self)
 
-    def pos_max(self, seq: int = SEQ) -> int:
-        """The highest position of ``seq`` in the cache, -1 when empty."""
-        return int(bindings().llama_memory_seq_pos_max(self._mem, seq))
-
-    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
-        """Drop positions [p0, p1) of ``seq`` (p1 -1: to the end; p0 -1 and p1 -1: all of it).
-        False where the memory cannot drop a part (a recurrent state)."""
-        ok = bool(bindings().llama_memory_seq_rm(self._mem, seq, p0, p1))
-        if ok and seq in (SEQ, -1):
-            self._forget_from(p0, p1)
-        return ok
-
-    def _forget_from(self, p0: int, p1: int) -> None:
-        """Positions [p0, p1) were dropped: what is known ends at p0 (past a hole too)."""
-        if p0 <= 0 and p1 < 0:
-            self._held = [] if self._tracks else None
-        elif self._held is not None:
-            del self._held[max(p0, 0):]
-
-    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
-        """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once."""
-        bindings().llama_memory_seq_cp(self._mem, src, dst, p0, p1)
-        if dst == SEQ:
-            self._held = None
-
-    def kv_keep_until(self, pos: int) -> None:
-        """Drop every cached position >= pos, where the cache can (an attention cache, the
-        MTP or head contexts); ``rollback.py`` handles the memories that cannot."""
-        if not self.kv_try_keep_until(pos):
-            raise SpecdecError(
-                f"{self.model.path.name} could not drop cached positions from {pos} on",
-                hint="this is a bug in specdec's rollback; please report it with the model's architecture",
-            )
-
-    def kv_try_keep_until(self, pos: int) -> bool:
-        """Drop every cached position >= pos; False (and nothing dropped) where the memory
-        cannot, as a recurrent state cannot without a snapshot."""
-        return self.seq_rm(SEQ, pos, -1)
-
-    # --- rollback support (memory_kinds.py explains the kinds) -------------------------------
-    def probe_rollback(self) -> Rollback:
-        """How this context can drop positions, found as llama.cpp's common_context_can_seq_rm
-        finds it (two tokens in, one out). Clears the cache."""
-        ll = bindings()
-        if not self._mem:
-            return Rollback.NONE
-        if self.n_rs_seq > 0:
-            return Rollback.SNAPSHOTS
-        self.kv_clear()
-        try:
-            tok = max(0, self.model.bos)
-            self.decode([tok, tok], 0)
-            if ll.llama_memory_seq_rm(self._mem, SEQ, 1, -1):
-                return Rollback.PARTIAL
-            return Rollback.CHECKPOINT if self.state_size() > 0 else Rollback.NONE
-        finally:
-            self.kv_clear()
-
-    def state_size(self) -> int:
-        """Bytes of a checkpoint of the sequence's partial state (recurrent or SWA part)."""
-        return int(bindings().llama_state_seq_get_size_ext(self._ptr, SEQ, STATE_PARTIAL_ONLY))
-
-    def state_save(self, buf: bytearray | None = None) -> bytearray:
-        """A checkpoint of the partial state, written into ``buf`` when it has the right size."""
-        ll = bindings()
-        size = self.state_size()
-        if buf is None or len(buf) != size:
-            buf = bytearray(size)
-        arr = (ctypes.c_uint8 * size).from_buffer(buf)
-        with interrupts.native():
-            n = ll.llama_state_seq_get_data_ext(self._ptr, arr, size, SEQ, STATE_PARTIAL_ONLY)
-        if n != size:
-            raise SpecdecError(f"llama.cpp saved {n} of {size} bytes of the state of {self.model.path.name}")
-        return buf
-
-    def state_load(self, buf: bytearray) -> None:
-        """Put a checkpoint from ``state_save`` back (positions after it stay in an attention
-        part until dropped: the caller drops them)."""
-        ll = bindings()
-        arr = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
-        with interrupts.native():
-            n = ll.llama_state_seq_set_data_ext(self._ptr, arr, len(buf), SEQ, STATE_PARTIAL_ONLY)
-        self._held = None
-        if n != len(buf):
-            raise SpecdecError(f"llama.cpp could not restore the state of {self.model.path.name}")
-
     def set_nextn_layer(self, offset: int) -> None:
         """Which of the model's nextn (MTP) blocks the next passes of an MTP context run."""
         ext("llama_set_nextn_layer_offset")(self._ptr, offset)
-
-    def kv_clear(self) -> None:
-        bindings().llama_memory_clear(self._mem, True)
-        self._held = [] if self._tracks else None
 
     def close(self) -> None:
         ll = bindings()
@@ -402,59 +301,6 @@ class Context(FreedOnCollect):
             ll.llama_batch_free(self._batch)
             ll.llama_free(self._ptr)
             self._ptr = None
-
-
-class ExtBatch(FreedOnCollect):
-    """llama.cpp's extended batch: entries carry a token, an embedding row, or both.
-
-    llama.cpp copies embedding rows into the batch when they are added, so callers may
-    reuse their buffers right away."""
-
-    def __init__(self, ctx: Context):
-        ll = bindings()
-        self._ptr = ll.llama_batch_ext_init(ctx._ptr)
-        if not self._ptr:
-            raise SpecdecError(f"llama.cpp could not make a batch for {ctx.model.path.name}")
-        self.size = 0
-        self._pos = (ll.llama_pos * 4)()
-
-    def clear(self) -> None:
-        bindings().llama_batch_ext_clear(self._ptr)
-        self.size = 0
-
-    def add(self, token: int | None, pos: int, *, output: bool, embd: np.ndarray | None = None) -> int:
-        """Append a token (``embd`` optional: a row fed beside it) or, with ``token=None``,
-        an embedding row alone; returns its index in the batch."""
-        ll = bindings()
-        row = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)  # alive until copied
-        if token is None:
-            idx = ll.llama_batch_ext_add_embd(self._ptr, SEQ, _embd(row))
-        else:
-            idx = ll.llama_batch_ext_add_token(self._ptr, SEQ, token)
-        if idx < 0:
-            raise SpecdecError(f"llama.cpp refused a batch entry (code {idx}): " + "; ".join(LOG.tail(1)))
-        p = self._pos
-        p[0] = p[1] = p[2] = pos
-        p[3] = 0
-        ll.llama_batch_ext_set_pos(self._ptr, idx, p)
-        if token is not None and row is not None and not ll.llama_batch_ext_set_embd_token(self._ptr, idx, _embd(row)):
-            raise SpecdecError("llama.cpp refused an embedding row: " + "; ".join(LOG.tail(1)))
-        if output:
-            ll.llama_batch_ext_set_output_logits(self._ptr, idx, True)
-        self.size += 1
-        return idx
-
-    def close(self) -> None:
-        if getattr(self, "_ptr", None):
-            bindings().llama_batch_ext_free(self._ptr)
-            self._ptr = None
-
-
-def _embd(row: np.ndarray):
-    """A ``llama_embd`` view of a contiguous float32 row; the caller keeps ``row`` alive
-    until llama.cpp has copied it."""
-    ll = bindings()
-    return ll.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[-1])
 
 
 def _decode_error(rc: int, ctx: Context, needed: int | None = None) -> SpecdecError:

@@ -11,31 +11,32 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import SpecdecError, UsageError
-from ..models.memory_kinds import Rollback, snapshots_for
-from ..models.methods import Method
-from ..terminal.textstream import Segment, TextStream
-from .chat_prompt import chat_tokens
-from .constraint import Constraint, tokenizer_for
-from .costmodel import CostModel
-from .drafters.auto import AutoDrafter
-from .drafters.base import Drafter
-from .drafters.dflash import DFlashDrafter
-from .drafters.eagle3 import Eagle3Drafter
-from .drafters.model import ModelDrafter
-from .drafters.model_batch import BatchModelDrafter
-from .drafters.mtp import MtpDrafter
-from .drafters.ngram import NgramDrafter
+from ...errors import SpecdecError, UsageError
+from ...models.memory_kinds import Rollback, snapshots_for
+from ...models.methods import Method
+from ...terminal.textstream import Segment, TextStream
+from ..chat.prompt import chat_tokens
+from ..chat.template import apply_chat_template
+from ..drafters.auto import AutoDrafter
+from ..drafters.base import Drafter
+from ..drafters.dflash import DFlashDrafter
+from ..drafters.eagle3 import Eagle3Drafter
+from ..drafters.model import ModelDrafter
+from ..drafters.model_batch import BatchModelDrafter
+from ..drafters.mtp import MtpDrafter
+from ..drafters.ngram import NgramDrafter
+from ..errors import ContextFull, PromptTooLong
+from ..llama.context import Context, ContextParams
+from ..llama.model import Model
+from ..options import DraftOptions, EngineOptions, GenOptions
+from ..policy.costmodel import CostModel
+from ..result import Result, TracePoint
+from ..structured.constraint import Constraint, tokenizer_for
+from ..verify.rollback import CacheRollback
+from ..verify.verifiers import Sampler, make_verifier, resolve_verify
 from .engine_costs import EngineCosts
-from .errors import ContextFull, PromptTooLong
-from .llama_context import Context, ContextParams
-from .llama_model import Model
-from .options import DraftOptions, EngineOptions, GenOptions
-from .result import Result
-from .rollback import CacheRollback
 from .scheduler import Job, Scheduler
-from .session import Session, TracePoint
-from .verify import Sampler, make_verifier, resolve_verify
+from .session import Session
 
 DRAFT_METHODS = Method.with_draft_file()  # the methods that load a draft GGUF
 AUTO_DRAFT_MAX = 32  # auto's longest draft when --draft-max is not given: the policy picks per step
@@ -212,10 +213,10 @@ class Engine(EngineCosts):
 
     # --- prompts ----------------------------------------------------------------------------
     def render_chat(self, messages: list[dict]) -> str:
-        return self.target_model.apply_chat_template(messages, add_generation_prompt=True)
+        return apply_chat_template(self.target_model, messages, add_generation_prompt=True)
 
     def chat_prompt(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
-        """A conversation's prompt tokens, its contents tokenized as text (``chat_prompt.py``)."""
+        """A conversation's prompt tokens, its contents tokenized as text (``chat/prompt.py``)."""
         return chat_tokens(self.target_model, messages, tools, n_ctx=self.n_ctx_seq)
 
     def tokenize_prompt(self, text: str) -> list[int]:

@@ -32,8 +32,8 @@ import llguidance.numpy as llg_np
 import numpy as np
 from llguidance import LLMatcher, LLTokenizer
 
-from ..errors import UsageError
-from ..terminal.constraint_args import ConstraintSpec
+from ...errors import UsageError
+from ...terminal.constraint_args import ConstraintSpec
 
 # JSON comes out as Python's json.dumps writes it: no free whitespace (a small model can
 # otherwise loop on newlines), so the structure between values is forced and costs no
@@ -360,7 +360,7 @@ def draft_under(constraint: Constraint, drafter, history: list[int], n_draft: in
     drafter's after them, all cut at the first token the grammar rejects, so the target never
     sees a draft it could not accept. Auto weighs the forced tokens like any draft
     (``propose_after``); other drafters send them all. Returns (proposal, forced tokens in it)."""
-    from .verify import Proposal
+    from ..verify.verifiers import Proposal
 
     forced = constraint.forced_tokens()[:n_draft]
     if hasattr(drafter, "propose_after"):

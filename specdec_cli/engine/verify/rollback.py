@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import time
 
-from ..errors import SpecdecError
-from ..models.memory_kinds import Rollback
-from .llama_context import Context
+from ...errors import SpecdecError
+from ...models.memory_kinds import Rollback
+from ..llama.context import Context
 
 
 class NoRollback(SpecdecError):

@@ -18,8 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ...errors import UsageError
+
+if TYPE_CHECKING:
+    from ..llama.model import Model
 
 
 class TemplateNotRendered(Exception):
@@ -71,3 +75,22 @@ def render(template: str, messages: list[dict], *, bos: str, eos: str, add_gener
             raise UsageError(f"the model's chat template cannot be rendered with tools ({exc})",
                              hint="send the conversation without tools") from None
         return builtin()
+
+
+def apply_chat_template(model: Model, messages: list[dict], *, add_generation_prompt: bool = True,
+                        tools: list[dict] | None = None) -> str:
+    """Render messages with ``model``'s own template: its Jinja, as llama-server does, else
+    llama.cpp's built-in format for it (``Model.builtin_chat``). ``tools`` (OpenAI's shape) and
+    the messages' tool calls reach the template as they are."""
+    tmpl = model.chat_template()
+    if tmpl is None:
+        raise UsageError(
+            f"{model.path.name} has no chat template",
+            hint="drop --chat and pass the raw prompt",
+        )
+    full = [{**m, "content": "" if m.get("content") is None else str(m["content"])} for m in messages]
+    plain = [{"role": m["role"], "content": m["content"]} for m in full]
+    special = lambda t: model.token_text(t) if t >= 0 else ""  # noqa: E731
+    return render(tmpl, full, bos=special(model.bos), eos=special(model.eos),
+                  add_generation_prompt=add_generation_prompt, tools=tools,
+                  builtin=lambda: model.builtin_chat(tmpl, plain, add_generation_prompt))

@@ -2,7 +2,7 @@
 
 Each step sends [last token, draft...] to the target in one batch with logits at those
 positions only, keeps what the verifier accepts, and takes the rejected positions back out of
-the target's memory (``rollback.py``; the drafter keeps its own state in step). Without a
+the target's memory (``verify/rollback.py``; the drafter keeps its own state in step). Without a
 drafter the same loop is plain one-token-at-a-time decoding: the baseline runs the identical
 code path.
 
@@ -27,14 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.memory_kinds import Rollback
-from .constraint import PassMasks, draft_under, through_end
-from .costmodel import CostModel
-from .drafters.base import Drafter
-from .llama_context import Context
-from .rollback import CacheRollback
-from .stats import GenerationStats
-from .verify import Proposal, Sampler, Verifier
+from ...models.memory_kinds import Rollback
+from ..drafters.base import Drafter
+from ..llama.context import Context
+from ..policy.costmodel import CostModel
+from ..result import TracePoint
+from ..stats import GenerationStats
+from ..structured.constraint import PassMasks, draft_under, through_end
+from ..verify.rollback import CacheRollback
+from ..verify.verifiers import Proposal, Sampler, Verifier
 
 TRACE_TOP = 8  # candidates kept per position when tracing
 _NO_PROPOSAL = Proposal([])  # shared, never mutated
@@ -46,22 +47,6 @@ class Step:
 
     tokens: list[int]
     from_draft: list[bool]
-
-
-@dataclass
-class TracePoint:
-    """What the target saw when it emitted a token: its best candidates and their logits."""
-
-    index: int  # index of the generated token
-    token: int
-    top_ids: list[int]
-    top_logits: list[float]
-
-    def logit_of(self, token: int) -> float | None:
-        for t, v in zip(self.top_ids, self.top_logits):
-            if t == token:
-                return v
-        return None
 
 
 class Session:

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UsageError
-from ..models.methods import VerifyMode
+from ...errors import UsageError
+from ...models.methods import VerifyMode
 
 Rows = Callable[[int], np.ndarray]  # row index -> logits of that batch position
 Dist = tuple[np.ndarray, np.ndarray]  # (candidate ids, probabilities), ids distinct, probs sum to 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .session import TracePoint
+from ..result import TracePoint
 
 TIE_LOGITS = 1.0
 

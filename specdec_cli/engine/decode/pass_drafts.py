@@ -2,7 +2,7 @@
 
 Auto offers, for each sequence, its best proposer's candidates (the suffix index over the
 prompt, the output and the run's earlier outputs, the edit tracker's copy of the prompt with
-the edits learned so far, or the draft model where its expected rate is higher), each token with its calibrated acceptance, and ``policy.plan_pass`` cuts them for
+the edits learned so far, or the draft model where its expected rate is higher), each token with its calibrated acceptance, and ``plan_pass`` (``policy/decisions.py``) cuts them for
 the whole pass from the measured cost curve. The planned model drafts are then made for all
 their sequences together, one draft pass per step (``drafters/model_batch.py``). A forced
 method drafts as it does alone: n-gram lookup or the draft model at a fixed length.
@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .drafters.model_batch import Ask
-from .policy import best_length, confidence_bucket, plan_pass
-from .verify import Proposal
+from ..drafters.model_batch import Ask
+from ..policy.decisions import best_length, confidence_bucket, plan_pass
+from ..verify.verifiers import Proposal
 
 NONE = Proposal([])
 MODEL_STOP = 0.2  # a model draft stops before a token whose calibrated acceptance is below this

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..paths import write_whole
+from ...paths import write_whole
 
 # about 40 decode steps in all on a 2-core CPU (1.2 s here). 32 is measured, not extrapolated:
 # past 16 tokens a pass costs less per token than from 4 to 16 (timed here: 7.6 steps at 16,
@@ -63,7 +63,7 @@ class CostModel:
         self.frozen = frozen
         self.source = "injected" if frozen else ("calibrated" if passes else "empty")
         # seconds to copy the target's state out (per drafted pass) and back (per partial
-        # acceptance); None unless the target's memory can only be checkpointed (rollback.py)
+        # acceptance); None unless the target's memory can only be checkpointed (verify/rollback.py)
         self.checkpoint: dict[str, float] | None = None
         self.checked_at: float | None = None  # time.time() when the curve was last calibrated or checked
         # a pass carrying decoding rows and prompt chunks together, against the curve's price of
@@ -335,7 +335,7 @@ def cache_path() -> Path:
     override = os.environ.get("SPECDEC_COST_CACHE")
     if override:
         return Path(override)
-    from ..paths import cache_home
+    from ...paths import cache_home
 
     return cache_home() / "costs.json"
 

@@ -22,8 +22,9 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from .errors import PromptTooLong
-from .llama_model import Model
+from ..errors import PromptTooLong
+from ..llama.model import Model
+from .template import apply_chat_template
 
 
 @dataclass
@@ -75,14 +76,14 @@ def render(model: Model, messages: list[dict], tools: list[dict] | None = None) 
     split = re.compile("|".join(re.escape(c) for c in sorted(controls, key=len, reverse=True))) \
         if controls else None
     if not spelled:
-        text = model.apply_chat_template(messages, tools=tools)
+        text = apply_chat_template(model, messages, tools=tools)
         return Rendered(text, _pieces(text, split, controls, lambda s: s), False)
     nonce = secrets.token_hex(6)
     marks = {c: f"SPECDECCTRL{i}X{nonce}" for i, c in enumerate(spelled)}
     back = {m: c for c, m in marks.items()}
     swap = re.compile("|".join(re.escape(c) for c in sorted(spelled, key=len, reverse=True)))
     messages, tools = _mapped((messages, tools), lambda s: swap.sub(lambda m: marks[m.group(0)], s))
-    marked = model.apply_chat_template(messages, tools=tools)
+    marked = apply_chat_template(model, messages, tools=tools)
     restore = re.compile("|".join(re.escape(m) for m in back))
     pieces = _pieces(marked, split, controls, lambda s: restore.sub(lambda x: back[x.group(0)], s))
     return Rendered("".join(t for t, _ in pieces), pieces, True)
@@ -98,7 +99,7 @@ def chat_tokens(model: Model, messages: list[dict], tools: list[dict] | None = N
 def checked(tokens: list[int], n_ctx: int | None) -> list[int]:
     """``tokens``, or a one-line error where they are none or leave no room in ``n_ctx``."""
     if not tokens:
-        from ..errors import UsageError
+        from ...errors import UsageError
 
         raise UsageError("the prompt is empty", hint="send some text")
     if n_ctx is not None and len(tokens) >= n_ctx:

@@ -1,12 +1,13 @@
 """The FFI boundary's foundation: llama-cpp-python's low-level ctypes API, loaded once.
 
-Only three modules call llama.cpp, all in ``engine/``: this one (the binding, llama.cpp's log,
-the backend, the abort callbacks, the staging functions of ``llama-ext.h``), ``llama_model.py``
-(a loaded GGUF: vocabulary, metadata, chat template) and ``llama_context.py`` (contexts, their
-KV cache, batches, logits and hidden states). Everything above them deals in Python ints,
-lists and numpy views; nothing else calls into ``llama_cpp``'s native library
-(``chat_template.py`` borrows its pure-Python Jinja chat formatter). Keeping the FFI there means the
-decode loop stays readable and the bindings' quirks (pointer lifetimes, batch layout,
+Only the modules of ``engine/llama/`` call llama.cpp: this one (the binding, llama.cpp's log,
+the backend, the abort callbacks, the staging functions of ``llama-ext.h``), ``model.py``
+(a loaded GGUF: vocabulary, metadata, the chat template's source), ``context.py`` (contexts:
+their passes, logits and hidden states), ``memory.py`` (their KV cache or recurrent state) and
+``batch.py`` (the extended batch of the draft heads). Everything above them deals in Python
+ints, lists and numpy views; nothing else calls into ``llama_cpp``'s native library
+(``chat/template.py`` borrows its pure-Python Jinja chat formatter). Keeping the FFI there means
+the decode loop stays readable and the bindings' quirks (pointer lifetimes, batch layout,
 logging) are handled once.
 """
 
@@ -16,8 +17,8 @@ import ctypes
 import os
 from collections import deque
 
-from ..errors import SpecdecError
-from ..terminal import interrupts
+from ...errors import SpecdecError
+from ...terminal import interrupts
 
 try:  # import lazily-failing so `specdec pairs/inspect/check` work without the native library
     import llama_cpp as _ll

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..terminal.textstream import Segment
+from ...terminal.textstream import Segment
 
 
 def cells_for(lengths: list[int], n_seq: int, n_ctx: int) -> int:

@@ -1,0 +1,133 @@
+"""What a context's memory holds and how positions leave it: the KV cache (or recurrent state) of
+its sequences, the prefix of sequence 0 this object has seen go in, dropping and sharing positions,
+and checkpoints of the partial state that a rejected draft is taken back with.
+
+A mixin of ``Context`` (``context.py``) over its ``_ptr``, ``_mem``, ``model``, ``n_rs_seq``,
+``_held`` and ``_tracks``, kept apart because it is llama.cpp's memory API, one concept (as
+``llama-memory.h`` is there), where ``context.py`` is the passes over it. ``verify/rollback.py``
+drives these calls; ``models/memory_kinds.py`` names the kinds of memory.
+
+Part of the FFI boundary (``library.py`` says which modules call llama.cpp).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from ...errors import SpecdecError
+from ...models.memory_kinds import Rollback
+from ...terminal import interrupts
+from .library import SEQ, bindings
+
+STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent (or SWA) part of a state
+
+
+class ContextMemory:
+    """The memory half of ``Context``: positions, sequences and state checkpoints."""
+
+    def _note_held(self, tokens: list[int], pos0: int) -> None:
+        held = self._held
+        if held is not None and pos0 <= len(held):
+            del held[pos0:]
+            held.extend(tokens)
+        else:
+            self._held = None
+
+    def held_prefix(self, tokens: list[int], limit: int) -> int:
+        """How many of ``tokens``, from the start and at most ``limit``, sequence 0 holds already
+        (0 when what it holds is unknown)."""
+        held = self._held or ()
+        n, top = 0, min(limit, len(held), len(tokens))
+        while n < top and held[n] == tokens[n]:
+            n += 1
+        return n
+
+    def pos_max(self, seq: int = SEQ) -> int:
+        """The highest position of ``seq`` in the cache, -1 when empty."""
+        return int(bindings().llama_memory_seq_pos_max(self._mem, seq))
+
+    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
+        """Drop positions [p0, p1) of ``seq`` (p1 -1: to the end; p0 -1 and p1 -1: all of it).
+        False where the memory cannot drop a part (a recurrent state)."""
+        ok = bool(bindings().llama_memory_seq_rm(self._mem, seq, p0, p1))
+        if ok and seq in (SEQ, -1):
+            self._forget_from(p0, p1)
+        return ok
+
+    def _forget_from(self, p0: int, p1: int) -> None:
+        """Positions [p0, p1) were dropped: what is known ends at p0 (past a hole too)."""
+        if p0 <= 0 and p1 < 0:
+            self._held = [] if self._tracks else None
+        elif self._held is not None:
+            del self._held[max(p0, 0):]
+
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once."""
+        bindings().llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+        if dst == SEQ:
+            self._held = None
+
+    def kv_keep_until(self, pos: int) -> None:
+        """Drop every cached position >= pos, where the cache can (an attention cache, the
+        MTP or head contexts); ``verify/rollback.py`` handles the memories that cannot."""
+        if not self.kv_try_keep_until(pos):
+            raise SpecdecError(
+                f"{self.model.path.name} could not drop cached positions from {pos} on",
+                hint="this is a bug in specdec's rollback; please report it with the model's architecture",
+            )
+
+    def kv_try_keep_until(self, pos: int) -> bool:
+        """Drop every cached position >= pos; False (and nothing dropped) where the memory
+        cannot, as a recurrent state cannot without a snapshot."""
+        return self.seq_rm(SEQ, pos, -1)
+
+    # --- rollback support (memory_kinds.py explains the kinds) -------------------------------
+    def probe_rollback(self) -> Rollback:
+        """How this context can drop positions, found as llama.cpp's common_context_can_seq_rm
+        finds it (two tokens in, one out). Clears the cache."""
+        ll = bindings()
+        if not self._mem:
+            return Rollback.NONE
+        if self.n_rs_seq > 0:
+            return Rollback.SNAPSHOTS
+        self.kv_clear()
+        try:
+            tok = max(0, self.model.bos)
+            self.decode([tok, tok], 0)
+            if ll.llama_memory_seq_rm(self._mem, SEQ, 1, -1):
+                return Rollback.PARTIAL
+            return Rollback.CHECKPOINT if self.state_size() > 0 else Rollback.NONE
+        finally:
+            self.kv_clear()
+
+    def state_size(self) -> int:
+        """Bytes of a checkpoint of the sequence's partial state (recurrent or SWA part)."""
+        return int(bindings().llama_state_seq_get_size_ext(self._ptr, SEQ, STATE_PARTIAL_ONLY))
+
+    def state_save(self, buf: bytearray | None = None) -> bytearray:
+        """A checkpoint of the partial state, written into ``buf`` when it has the right size."""
+        ll = bindings()
+        size = self.state_size()
+        if buf is None or len(buf) != size:
+            buf = bytearray(size)
+        arr = (ctypes.c_uint8 * size).from_buffer(buf)
+        with interrupts.native():
+            n = ll.llama_state_seq_get_data_ext(self._ptr, arr, size, SEQ, STATE_PARTIAL_ONLY)
+        if n != size:
+            raise SpecdecError(f"llama.cpp saved {n} of {size} bytes of the state of {self.model.path.name}")
+        return buf
+
+    def state_load(self, buf: bytearray) -> None:
+        """Put a checkpoint from ``state_save`` back (positions after it stay in an attention
+        part until dropped: the caller drops them)."""
+        ll = bindings()
+        arr = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
+        with interrupts.native():
+            n = ll.llama_state_seq_set_data_ext(self._ptr, arr, len(buf), SEQ, STATE_PARTIAL_ONLY)
+        self._held = None
+        if n != len(buf):
+            raise SpecdecError(f"llama.cpp could not restore the state of {self.model.path.name}")
+
+    def kv_clear(self) -> None:
+        bindings().llama_memory_clear(self._mem, True)
+        self._held = [] if self._tracks else None
