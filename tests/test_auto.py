@@ -10,7 +10,7 @@ import pytest
 from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.drafters import suffix
 from specdec_cli.engine.drafters.suffix import SuffixIndex
-from specdec_cli.engine.policy import costmodel
+from specdec_cli.engine.policy import cost_cache, costmodel
 from specdec_cli.engine.policy.costmodel import CostModel
 from specdec_cli.engine.policy.decisions import Calibrator, best_length, extension_pays
 from specdec_cli.engine.verify.verifiers import SamplingParams
@@ -85,27 +85,28 @@ def test_frozen_model_ignores_measurements():
 def test_cost_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDEC_COST_CACHE", str(tmp_path / "c.json"))
     c = CostModel({1: 0.04, 2: 0.08}, {"draft": 0.02})
-    costmodel.save_cached("k", c)
-    got = costmodel.load_cached("k")
-    assert got is not None and got.source == "cached"
+    cost_cache.save_cached("k", c)
+    got = cost_cache.load_cached("k")
+    assert got is not None and got.source == "cached" and got.quiet and got.samples == (1, 1)
     assert got.pass_seconds(2) == pytest.approx(0.08) and got.draft_seconds("draft") == pytest.approx(0.02)
-    assert costmodel.load_cached("other") is None
+    assert cost_cache.load_cached("other") is None
 
 
 @pytest.mark.parametrize("content", [
     b"{not json", b"\xff\xfe\x00garbage", b'{"version": 99, "entries": {}}',
-    b'{"version": 1, "entries": {"k": {"pass_ms": {"1": -5}}}}', b'{"version": 1, "entries": {"k": 3}}',
-    b'[1, 2]', b"",
+    b'{"version": 1, "entries": {"k": {"pass_ms": {"1": -5}}}}', b'{"version": 2, "entries": {"k": 3}}',
+    b'{"version": 2, "entries": {"k": {"samples": [{"at": 0, "busy": 0, "step_ms": 5, "pass_steps": {"1": -1},'
+    b' "draft_steps": {}}]}}}', b'{"version": 2, "entries": {"k": {"samples": []}}}', b'[1, 2]', b"",
 ])
 def test_corrupt_cost_cache_is_a_note_and_a_recalibration(tmp_path, monkeypatch, content):
     path = tmp_path / "c.json"
     path.write_bytes(content)
     monkeypatch.setenv("SPECDEC_COST_CACHE", str(path))
     notes: list[str] = []
-    assert costmodel.load_cached("k", notes.append) is None
+    assert cost_cache.load_cached("k", notes.append) is None
     assert notes and "calibrating again" in notes[0]
-    costmodel.save_cached("k", CostModel({1: 0.05}), notes.append)  # rewritten whole
-    assert json.loads(path.read_text())["entries"]["k"]["pass_ms"] == {"1": 50.0}
+    cost_cache.save_cached("k", CostModel({1: 0.05}), notes.append)  # rewritten whole
+    assert json.loads(path.read_text())["entries"]["k"]["samples"][0]["step_ms"] == 50.0
 
 
 def test_unwritable_cost_cache_is_only_a_note(tmp_path, monkeypatch):
@@ -113,7 +114,7 @@ def test_unwritable_cost_cache_is_only_a_note(tmp_path, monkeypatch):
     blocker.write_text("x")
     monkeypatch.setenv("SPECDEC_COST_CACHE", str(blocker / "sub" / "c.json"))
     notes: list[str] = []
-    costmodel.save_cached("k", CostModel({1: 0.05}), notes.append)
+    cost_cache.save_cached("k", CostModel({1: 0.05}), notes.append)
     assert notes and "cannot write" in notes[0]
 
 
@@ -156,7 +157,7 @@ def test_a_stale_cached_curve_is_measured_again(tiny_target, tmp_path, monkeypat
     eng = engine()
     key = eng._cost_key(eng.target_model.path, 0)
     # a 4-token pass at 10,000 steps; a draft token measured beside it at three steps
-    costmodel.save_cached(key, CostModel({1: 1e-4, 4: 1.0, 16: 2.0}, {"draft": 3e-4}))
+    cost_cache.save_cached(key, CostModel({1: 1e-4, 4: 1.0, 16: 2.0}, {"draft": 3e-4}))
     assert eng.ensure_costs().source == "calibrated"  # not "cached"
     assert not notes  # self-healing, so no note (run -q prints nothing but the text)
     assert eng.costs.pass_seconds(4) < 1.0
@@ -171,6 +172,7 @@ def test_a_stale_cached_curve_is_measured_again(tiny_target, tmp_path, monkeypat
 def test_a_curve_checked_within_the_hour_is_used_without_a_check(tiny_target, tmp_path, monkeypatch):
     """The check costs as long as a short answer takes: runs in a shell loop pay for it once."""
     monkeypatch.setenv("SPECDEC_COST_CACHE", str(tmp_path / "c.json"))
+    monkeypatch.setattr(cost_cache.BusyMeter, "share", lambda self: 0.0)  # a quiet machine (``test_cost_cache``: a busy one)
     checks: list[int] = []
     real = costmodel.recheck
     monkeypatch.setattr(costmodel, "recheck", lambda *a: checks.append(1) or real(*a))
@@ -190,7 +192,7 @@ def test_a_curve_checked_within_the_hour_is_used_without_a_check(tiny_target, tm
     assert source == "cached" and at == pytest.approx(first, abs=1) and not checks  # trusted as it is
     data = json.loads((tmp_path / "c.json").read_text())
     for entry in data["entries"].values():
-        entry["checked_at"] -= costmodel.RECHECK_AFTER_S + 1  # an hour and a second ago
+        entry["samples"][-1]["at"] -= costmodel.RECHECK_AFTER_S + 1  # an hour and a second ago
     (tmp_path / "c.json").write_text(json.dumps(data))
     source, at = costs_of_a_run()
     assert checks == [1] and at > first  # checked again, and stamped again
@@ -199,7 +201,7 @@ def test_a_curve_checked_within_the_hour_is_used_without_a_check(tiny_target, tm
     try:
         stamped = CostModel({1: 1e-3, 4: 3e-3, 16: 8e-3})
         stamped.checked_at = at
-        costmodel.save_cached(many._cost_key(many.target_model.path, 0), stamped)
+        cost_cache.save_cached(many._cost_key(many.target_model.path, 0), stamped)
         many.ensure_costs()
         assert checks == [1, 1]  # many sequences: a long run, whose curve is checked at every start
     finally:
@@ -221,7 +223,7 @@ def test_auto_leaves_a_draft_that_cannot_pay_unloaded_until_costs_say_it_could(
         assert eng.draft_model is None  # nothing known yet: decided when the costs are
         slow = cpu_like(0.63)
         slow.checked_at = __import__("time").time()
-        costmodel.save_cached(eng._cost_key(eng.target_model.path, 0), slow)
+        cost_cache.save_cached(eng._cost_key(eng.target_model.path, 0), slow)
     finally:
         eng.close()
     eng = engine()

@@ -180,8 +180,14 @@ def bench(
     json_schema: Annotated[Optional[str], typer.Option("--json-schema", help="Every output obeys this JSON Schema (inline, or @file.json).")] = None,
     grammar_file: Annotated[Optional[Path], typer.Option("--grammar-file", help="Every output follows this grammar (GBNF or Lark).")] = None,
     regex: Annotated[Optional[str], typer.Option("--regex", help="Every output matches this regular expression.")] = None,
+    costs: Annotated[bool, typer.Option("--costs", help="Show the cached cost curves and what they decide (no model is loaded), then exit.")] = False,
+    reset_costs: Annotated[bool, typer.Option("--reset-costs", help="Empty the cost cache (the next run measures again), then exit.")] = False,
 ) -> None:
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
+    if costs or reset_costs:
+        from ..commands import costs as cost_view
+
+        raise typer.Exit(cost_view.reset() if reset_costs else cost_view.show(json_out))
     from ..commands.bench import BenchRequest, run_bench_request
     from ..pairing.plan import ModelChoice
     from ..terminal.constraint_args import read_constraint

@@ -1,7 +1,9 @@
 """How an engine knows what its passes cost: measured on this machine, cached per model and
-settings, checked again when stale, and what they decide to load (auto's draft model only
-where it could pay). A part of ``Engine`` (``runner.py``), kept apart because it is one
-concept with its own state: ``costs``, whether they are ready, and the draft left out.
+settings (``policy/cost_cache.py``: samples with how busy the machine was), checked again when
+stale or when only busy samples stand behind them, and what they decide to load (auto's draft
+model only where it could pay, on figures from a quiet machine). A part of ``Engine``
+(``runner.py``), kept apart because it is one concept with its own state: ``costs``, whether
+they are ready, and the draft left out.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..drafters.auto import could_pay
+from ..drafters.auto import break_even, could_pay
 from ..llama.library import default_threads
-from ..policy import costmodel
+from ..policy import cost_cache, costmodel
 from ..policy.costmodel import CostModel
 
 
@@ -25,14 +27,22 @@ class EngineCosts:
         if not self._draft_pending:
             return
         c = self.costs
-        if "draft" in c.drafts and not could_pay(c, "draft", self.draft_options.draft_max):
+        n_max = self.draft_options.draft_max
+        # only a figure measured on a quiet machine leaves the draft out; any other is measured again
+        if "draft" in c.drafts and c.quiet and not could_pay(c, "draft", n_max):
             if not self.draft_left_out and self.note:
-                share = c.draft_seconds("draft") / c.step_seconds()
+                step = c.step_seconds()
+                quiet, total = c.samples
                 self.note(f"the draft {self.draft_path.name} is not loaded: on this machine a draft token costs "
-                          f"{share:.2f} of a target step, more than drafting with it can save (measured earlier; "
-                          "--method draft forces it)")
+                          f"{c.draft_seconds('draft') / step:.2f} of a target step "
+                          f"({'the median of ' + str(quiet) + ' quiet measurements' if quiet else 'measured'}), "
+                          f"and drafting pays only below {break_even(c, n_max) / step:.2f} even at "
+                          "the acceptance auto hopes for (--method draft forces it; `specdec bench --costs` "
+                          "shows the figures)")
             self.draft_left_out = True  # until costs on which it could pay are set (``set_costs``)
             return
+        if "draft" in c.drafts and not c.quiet:
+            c.drafts.pop("draft")  # measured while the machine was busy: measured again once loaded
         self._draft_by_name()
 
     # --- the cost model ----------------------------------------------------------------------
@@ -46,22 +56,23 @@ class EngineCosts:
             extra += "|mtp"
         if o.n_seq > 1:  # many sequences per pass: their passes cost more per token than one sequence's
             extra += f"|seqs{o.n_seq}"
-        return costmodel.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
-                                   device=costmodel.device_name(ngl), extra=extra)
+        return cost_cache.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
+                                    device=cost_cache.device_name(ngl), extra=extra)
 
     def ensure_costs(self) -> CostModel:
         """The cost model, calibrated (or read from the cache) the first time it is needed."""
         if self._costs_ready:
             return self.costs
         self._costs_ready = True
+        self._busy = cost_cache.BusyMeter()  # how busy the machine is while this engine measures
         key = self._cost_key(self.target_model.path, self.options.gpu_layers)
-        cached = costmodel.load_cached(key, self.warn)
+        cached = cost_cache.load_cached(key, self.warn)
         c = self.costs
         tok = max(0, self.target_model.bos)
         # one sequence: the check would cost as long as a short answer takes; many (a batch, a
         # server): it is a fraction of a second of a long run, and the curve learned at their
-        # depths is checked as before
-        if cached is not None and self.options.n_seq == 1 and cached.checked_recently():
+        # depths is checked as before; a curve only busy samples stand behind is checked too
+        if cached is not None and self.options.n_seq == 1 and cached.checked_recently() and cached.quiet:
             c.adopt(cached)
         else:
             # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
@@ -70,13 +81,17 @@ class EngineCosts:
                 c.adopt(cached)
                 for b, sec in fresh.items():
                     c.observe_pass(b, sec)
+                c.quiet = cached.quiet  # the check vouches for the curve, not for the draft figures
             else:
                 for b, sec in costmodel.calibrate(self.target_ctx, tok).items():
                     c.observe_pass(b, sec)
                 if cached is not None:
                     c.carry_drafts(cached)
+                    c.quiet = cached.quiet  # the drafts carried are as trustworthy as they were
                 c.source = "calibrated"
             c.checked_at = time.time()
+            if self._busy.share() > cost_cache.BUSY_MAX:  # measured beside other work just now
+                c.quiet = False
         if self.options.n_seq > 1:  # how many sequences pay at once is read off sizes up to n_seq; the
             # larger passes (drafts on top, prompts riding along) are timed as the run makes them
             missing = [b for b in costmodel.BATCH_SIZES if b <= self.options.n_seq and b not in c.sizes()]
@@ -95,4 +110,6 @@ class EngineCosts:
 
     def save_costs(self) -> None:
         if self._costs_ready and not self.costs.frozen:
-            costmodel.save_cached(self._cost_key(self.target_model.path, self.options.gpu_layers), self.costs, self.warn)
+            busy = self._busy.share() if self._busy is not None else 0.0
+            cost_cache.save_cached(self._cost_key(self.target_model.path, self.options.gpu_layers), self.costs,
+                                   self.warn, busy=busy)

@@ -107,6 +107,7 @@ class Engine(EngineCosts):
         if self.target_rollback.kind is Rollback.CHECKPOINT:
             self.costs.checkpoint = {}  # auto weighs the state copies and replays of rejections
         self._costs_ready = False
+        self._busy = None  # a BusyMeter from the first measurement on (``EngineCosts``)
         # under auto the draft model loads once the costs are known, and only if it could pay
         self._draft_pending = draft_path is not None and self.method == "auto"
         if draft_path is not None and not self._draft_pending:

@@ -333,6 +333,22 @@ def could_pay(costs: CostModel, name: str, n_max: int, learned: Callable[[int], 
     ``MODEL_LIVE_ACCEPT`` per position, or at the acceptance ``learned(i)`` where that is higher.
     Without ``learned`` it is the verdict on a draft model that has not drafted yet, which the
     engine reads off a cached curve before loading the model at all."""
+    return best_length(_best_acceptance(n_max, learned), costs, costs.draft_seconds(name)).k > 0
+
+
+def break_even(costs: CostModel, n_max: int, learned: Callable[[int], float] | None = None) -> float:
+    """The draft-token cost, in seconds, below which ``could_pay`` says yes on this curve: the
+    figure a draft's measured cost is compared with (0 where even a free draft cannot pay)."""
+    accept = _best_acceptance(n_max, learned)
+    lo, hi = 0.0, costs.step_seconds()
+    if best_length(accept, costs, lo).k == 0:
+        return 0.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if best_length(accept, costs, mid).k > 0 else (lo, mid)
+    return lo
+
+
+def _best_acceptance(n_max: int, learned: Callable[[int], float] | None) -> list[float]:
     position = learned or (lambda _i: MODEL_POSITION_PRIOR)
-    accept = [max(MODEL_LIVE_ACCEPT, position(i)) for i in range(n_max)]
-    return best_length(accept, costs, costs.draft_seconds(name)).k > 0
+    return [max(MODEL_LIVE_ACCEPT, position(i)) for i in range(n_max)]

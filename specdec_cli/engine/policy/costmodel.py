@@ -8,10 +8,9 @@ then every real pass of the run, smoothed per batch size. Sizes not seen yet are
 interpolated linearly between measured ones and extended past the largest with the last
 segment's slope. Draft costs are kept per drafter, as seconds per drafted token.
 
-The curve is cached per model file, thread count, offload, device and sequence count in the
-user cache (``$XDG_CACHE_HOME/specdec/costs.json``), so the next run starts calibrated. A
-corrupt or stale file gets a note and a recalibration, never a failure. A cached curve is
-checked when it is read (passes of 1, 4 and 16 tokens): a curve learned while the machine was
+The curve is cached per model file, thread count, offload, device and sequence count
+(``cost_cache.py``: samples with how busy the machine was, their median over the quiet ones),
+so the next run starts calibrated. A cached curve is checked when it is read (passes of 1, 4 and 16 tokens): a curve learned while the machine was
 busy, or one whose passes were never tried again because they looked dear, would otherwise
 keep auto from drafting for good, since a size auto never drafts is never measured again. The
 check costs half of what calibrating does (0.65 s for the 1.5B target on 2 cores, as long as
@@ -24,13 +23,7 @@ depths and the draft costs.
 from __future__ import annotations
 
 import bisect
-import json
-import os
 import time
-from collections.abc import Callable
-from pathlib import Path
-
-from ...paths import write_whole
 
 # about 40 decode steps in all on a 2-core CPU (1.2 s here). 32 is measured, not extrapolated:
 # past 16 tokens a pass costs less per token than from 4 to 16 (timed here: 7.6 steps at 16,
@@ -42,7 +35,6 @@ SMOOTHING = 0.1  # weight of a new measurement dearer than the running value of 
 SMOOTHING_DOWN = 0.3  # ... and of a cheaper one: a size that looks dear is drafted less, so measured less
 STALL_CAP = 1.5  # a measurement counts as at most this multiple of the running value (a stall, not a cost)
 STEP_SMOOTHING = 0.2  # weight of a decode step in the running step, which scales the whole curve
-CACHE_VERSION = 1
 PAD_GAIN = 0.03  # a pass is padded to a larger measured size only when that saves this share or more
 RIDE_SMOOTHING = 0.3  # weight of a new pass in the running ratio of riding to running apart
 CHECK_SIZES = (1, 4, 16)  # the cached curve is checked at one step and at these pass sizes
@@ -66,6 +58,10 @@ class CostModel:
         # acceptance); None unless the target's memory can only be checkpointed (verify/rollback.py)
         self.checkpoint: dict[str, float] | None = None
         self.checked_at: float | None = None  # time.time() when the curve was last calibrated or checked
+        # whether the figures were measured on a quiet machine (``cost_cache``): a curve read back
+        # from busy samples only is measured again rather than trusted; (quiet, all) samples behind it
+        self.quiet = True
+        self.samples: tuple[int, int] = (0, 0)
         # a pass carrying decoding rows and prompt chunks together, against the curve's price of
         # the two apart: running, per size class (``ride_class``), absent until one is seen
         # (``observe_ride``); not cached, it moves with the depth of the sequences
@@ -76,6 +72,7 @@ class CostModel:
         self._pass, self._sizes, self.drafts = dict(other._pass), list(other._sizes), dict(other.drafts)
         self._scale = other._scale
         self.source, self.frozen, self.checked_at = other.source, other.frozen, other.checked_at
+        self.quiet, self.samples = other.quiet, other.samples
 
     def carry_drafts(self, old: CostModel) -> None:
         """Draft costs measured beside ``old``'s curve, for this curve measured again: in ``old``'s
@@ -327,78 +324,3 @@ def calibrate_draft(ctx, token: int, n: int = 2) -> float:
     per = (time.perf_counter() - t0) / n
     ctx.kv_clear()
     return per
-
-
-# --- the per-machine cache ---------------------------------------------------------------------
-def cache_path() -> Path:
-    """$SPECDEC_COST_CACHE, else $XDG_CACHE_HOME/specdec/costs.json, else ~/.cache/specdec/costs.json."""
-    override = os.environ.get("SPECDEC_COST_CACHE")
-    if override:
-        return Path(override)
-    from ...paths import cache_home
-
-    return cache_home() / "costs.json"
-
-
-def device_name(gpu_layers: int) -> str:
-    """What the passes run on: the CPU model and core count, and whether layers are offloaded."""
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    return f"{cpu}x{os.cpu_count()}" + ("+gpu" if gpu_layers else "")
-
-
-def cache_key(model_path: Path, *, threads: int, gpu_layers: int, device: str, extra: str = "") -> str:
-    p = Path(model_path).resolve()
-    st = p.stat()
-    return f"{p}:{st.st_size}:{st.st_mtime_ns}|t{threads}|ngl{gpu_layers}|{device}|{extra}"
-
-
-def load_cached(key: str, warn: Callable[[str], None] | None = None) -> CostModel | None:
-    """The cached model for ``key``; None (after a note) when the file is missing or unusable."""
-    path = cache_path()
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        _note(warn, f"cannot read the cost cache {path} ({exc.strerror}); calibrating again")
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-        if data.get("version") != CACHE_VERSION:
-            raise ValueError("another version")
-        entry = data["entries"].get(key)
-        if entry is None:
-            return None
-        model = CostModel.from_dict(entry)
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        _note(warn, f"the cost cache {path} is unusable ({exc.__class__.__name__}); calibrating again")
-        return None
-    model.source = "cached"
-    return model
-
-
-def save_cached(key: str, model: CostModel, warn: Callable[[str], None] | None = None) -> None:
-    """Merge ``model`` into the cache file; a cache that cannot be written is only a note."""
-    path = cache_path()
-    data: dict = {"version": CACHE_VERSION, "entries": {}}
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(old, dict) and old.get("version") == CACHE_VERSION and isinstance(old.get("entries"), dict):
-            data = old
-    except (OSError, ValueError, UnicodeDecodeError):
-        pass  # missing or corrupt: rewritten whole
-    entry = model.to_dict()
-    del entry["source"]
-    data["entries"][key] = entry
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_whole(path, json.dumps(data, indent=1) + "\n")
-    except OSError as exc:
-        _note(warn, f"cannot write the cost cache {path} ({exc.strerror}); the next run calibrates again")
-
-
-def _note(warn, msg: str) -> None:
-    if warn is not None:
-        warn(msg)
