@@ -126,6 +126,12 @@ def test_anthropic_messages_stream_tool_round_trip_and_count_tokens(server):
     assert after.usage.cache_read_input_tokens > 0
     counted = cl.messages.count_tokens(model="x", messages=follow, tools=[CLAUDE])
     assert counted.input_tokens == after.usage.input_tokens + after.usage.cache_read_input_tokens
+    # Claude Code's attribution block (a new hash each session) is metadata: the prompt is the same without it
+    plain = cl.messages.count_tokens(model="x", messages=ask, system="Be brief.")
+    for cch in ("0a1b2", "9f8e7"):
+        billed = [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.197.665; cch={cch};"},
+                  {"type": "text", "text": "Be brief."}]
+        assert cl.messages.count_tokens(model="x", messages=ask, system=billed).input_tokens == plain.input_tokens
     stopped = cl.messages.create(model="x", messages=[{"role": "user", "content": "hello world this is the cat"}],
                                  max_tokens=40, extra_body=GREEDY, stop_sequences=["the"])
     if stopped.stop_reason == "stop_sequence":
