@@ -81,10 +81,14 @@ def test_run_json_says_whether_auto_loaded_the_draft(tiny_target, tiny_draft, tm
     assert all(line["draft_loaded"] is True for line in lines())  # no draft cost known: loaded, measured
     cache = json.loads((tmp_path / "costs.json").read_text())
     assert len(cache["entries"]) == 2  # one sequence, and the batch's
-    for entry in cache["entries"].values():  # a draft token as dear as ten target steps
-        entry["draft_ms_per_token"]["draft"] = 10 * entry["pass_ms"]["1"]
+    for entry in cache["entries"].values():  # a draft token as dear as ten target steps, on a quiet machine
+        for sample in entry["samples"]:
+            sample["draft_steps"]["draft"], sample["busy"] = 10.0, 0.0
     (tmp_path / "costs.json").write_text(json.dumps(cache))
-    assert all(line["draft_loaded"] is False for line in lines())
+    # one prompt trusts a quiet curve checked within the hour; a batch checks it first, and where other
+    # work kept the machine busy meanwhile it loads and times the draft rather than trust the figure
+    # (the note and draft_loaded agree either way: checked in lines())
+    assert lines()[0]["draft_loaded"] is False
 
 
 def test_run_same_output_from_argument_file_and_stdin(tiny_target, tiny_draft, tmp_path):
