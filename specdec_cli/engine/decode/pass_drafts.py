@@ -125,7 +125,7 @@ class PassDrafter:
         # per drafted token, as one sequence's figure is (``AutoDrafter``): its steps and the catch-up
         # of what the target kept, not the prompts the draft read for sequences new to it
         drafting = time.perf_counter() - t0 - self.model.read_seconds
-        self.costs.observe_draft(auto.name, sum(len(a.tokens) + 1 for _, a in asks), drafting)
+        self.costs.observe_draft(auto.name, max(1, sum(len(a.tokens) for _, a in asks)), drafting)
         for i, a in asks:
             if a.tokens:
                 out[i] = Drafted(a.proposal(), auto.name, [(confidence_bucket(x),) for x in a.confidences],
