@@ -35,7 +35,7 @@ class EngineCosts:
                 quiet, total = c.samples
                 self.note(f"the draft {self.draft_path.name} is not loaded: on this machine a draft token costs "
                           f"{c.draft_seconds('draft') / step:.2f} of a target step "
-                          f"({'the median of ' + str(quiet) + ' quiet measurements' if quiet else 'measured'}), "
+                          f"({_behind(quiet)}), "
                           f"and drafting pays only below {break_even(c, n_max) / step:.2f} even at "
                           "the acceptance auto hopes for (--method draft forces it; `specdec bench --costs` "
                           "shows the figures)")
@@ -113,3 +113,10 @@ class EngineCosts:
             busy = self._busy.share() if self._busy is not None else 0.0
             cost_cache.save_cached(self._cost_key(self.target_model.path, self.options.gpu_layers), self.costs,
                                    self.warn, busy=busy)
+
+
+def _behind(quiet: int) -> str:
+    """What a cached draft figure rests on, in the note's words."""
+    if quiet == 0:
+        return "measured this run"
+    return "one quiet measurement" if quiet == 1 else f"the median of {quiet} quiet measurements"
