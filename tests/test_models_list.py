@@ -76,6 +76,7 @@ def machine(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user registry
+    monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path / "specdec-models"))  # none of the demo's models
     src = tmp_path / "src"
     src.mkdir()
     q4 = write_llama_gguf(src / "q4.gguf", seed=1, name="tiny-q4")
@@ -175,4 +176,21 @@ def test_empty_cache(tmp_path, monkeypatch):
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "nothing-here"))
     monkeypatch.delenv(M.MODEL_DIRS_ENV, raising=False)
+    monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path / "no-demo-yet"))
     assert M.list_local_models() == []
+
+
+def test_the_demos_models_are_listed(tmp_path, monkeypatch, tiny_target):
+    """What ``specdec demo`` fetched (specdec's own model folder) is on this machine too."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "nothing-here"))
+    monkeypatch.delenv(M.MODEL_DIRS_ENV, raising=False)
+    own = tmp_path / "specdec-models"
+    own.mkdir()
+    shutil.copyfile(tiny_target, own / "demo-target.gguf")
+    monkeypatch.setenv("SPECDEC_CACHE_DIR", str(own))
+    assert [(m.name, m.source) for m in M.list_local_models()] == [("demo-target.gguf", str(own))]
+    assert M.list_local_models(include_hf_cache=False) == []

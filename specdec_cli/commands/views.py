@@ -165,4 +165,4 @@ def models_table(found) -> None:
         table.add_row(m.name, m.display_size, arch, m.quant or "-", ", ".join(m.pairs) or "-", where)
     out.print(table)
     if not found:
-        out.print("no GGUF files found (Hugging Face cache, --dir, SPECDEC_MODEL_DIRS)")
+        out.print("no GGUF files found (Hugging Face cache, specdec's model folder, --dir, SPECDEC_MODEL_DIRS)")

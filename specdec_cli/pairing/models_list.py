@@ -4,6 +4,8 @@ Where specdec looks:
 
 - the Hugging Face hub cache (``HF_HOME`` / ``HF_HUB_CACHE``, read by ``hub.cache``), every
   snapshot of every model repo, the snapshot ``refs/main`` names first;
+- specdec's own model folder (``realmodels.cache_dir()``: where ``specdec demo`` put its pair),
+  with the caches, so a newcomer who ran the demo finds its models listed;
 - folders passed by the caller, then the folders in ``SPECDEC_MODEL_DIRS`` (separated by
   ``os.pathsep``: ``:`` on Linux and macOS, ``;`` on Windows), searched recursively (hidden
   folders skipped).
@@ -105,10 +107,14 @@ def list_local_models(
     """
     models: list[LocalModel] = []
     seen: set[Path] = set()
+    folders = model_dirs(folders)
     if include_hf_cache:
         for f in cached_gguf_files():
             _add(models, seen, f.path, "hf-cache", f.repo, f.revision)
-    for folder in model_dirs(folders):
+        from ..realmodels import cache_dir
+
+        folders = [cache_dir(), *folders]
+    for folder in folders:
         if not folder.is_dir():
             continue
         for path in _folder_files(folder):
