@@ -161,7 +161,8 @@ def _describe(plan) -> str:
     draft = plan.draft.value
     mtp = plan.drafter is Method.MTP
     if plan.is_auto:
-        model = f" and draft {draft.name} ({plan.draft.source})" if draft else ""
+        # the draft model is one of auto's options, loaded only where the measured costs say it could pay
+        model = f" and draft {draft.name} ({plan.draft.source}) where it pays" if draft else ""
         model = f" and the target's MTP layers ({plan.draft.source})" if mtp else model
         what = f"auto: n-gram lookup{model}, chosen per step"
     elif draft:
