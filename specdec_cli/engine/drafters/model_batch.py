@@ -75,13 +75,14 @@ class BatchModelDrafter:
         asks = [a for a in asks if a.n > 0]
         if not asks:
             return
-        reading = [a for a in asks if self._missing(a) > READ_AFTER]
+        kept = {a.seq: self._kept(a) for a in asks}
+        reading = [a for a in asks if len(a.history) - kept[a.seq] > READ_AFTER]
         rows: dict[int, np.ndarray] = {}
         if reading:  # in passes of their own, timed apart: the draft's prefill of those prompts
             t0 = time.perf_counter()
-            rows = self._catch_up(reading)
+            rows = self._catch_up(reading, kept)
             self.read_seconds = time.perf_counter() - t0
-        rows |= self._catch_up([a for a in asks if a not in reading])
+        rows |= self._catch_up([a for a in asks if a not in reading], kept)
         depth = 0
         live = list(asks)
         while live:
@@ -113,28 +114,26 @@ class BatchModelDrafter:
             live = nxt
             depth += 1
 
-    def _missing(self, a: Ask) -> int:
-        """How many of ``a``'s history tokens the draft's cells lack."""
+    def _kept(self, a: Ask) -> int:
+        """How many of ``a``'s history tokens the draft's cells already hold (never the last one:
+        it is always evaluated again, for the logits after it)."""
         cached = self._cached.get(a.seq, [])
         same, limit = 0, min(len(cached), len(a.history) - 1)
         while same < limit and cached[same] == a.history[same]:
             same += 1
-        return len(a.history) - same
+        return same
 
-    def _catch_up(self, asks: list[Ask]) -> dict[int, np.ndarray]:
-        """Make each asking sequence's cells hold its history; return the logits after it.
+    def _catch_up(self, asks: list[Ask], kept: dict[int, int]) -> dict[int, np.ndarray]:
+        """Make each asking sequence's cells hold its history (``kept``: what they hold of it
+        already); return the logits after it.
 
         Everything missing goes into as few passes as the batch allows; a row is copied out
         when its sequence's last token was in a pass, since the next pass overwrites it."""
         ctx = self.ctx
         entries: list[tuple[int, int, int, bool]] = []  # token, pos, seq, output
         for a in asks:
-            cached = self._cached.get(a.seq, [])
-            limit = min(len(cached), len(a.history) - 1)  # the last token is always evaluated again
-            same = 0
-            while same < limit and cached[same] == a.history[same]:
-                same += 1
-            if same < len(cached):
+            same = kept[a.seq]
+            if same < len(self._cached.get(a.seq, [])):
                 ctx.seq_rm(a.seq, same, -1)
             missing = a.history[same:]
             for i, tok in enumerate(missing):

@@ -104,10 +104,10 @@ def sample_of(model: CostModel, busy: float) -> dict:
     }
 
 
-def settled(samples: list[dict]) -> tuple[CostModel, bool]:
-    """The model the samples agree on, and whether it rests on quiet ones: per pass size and per
-    drafter the median of the quiet samples that measured it (all samples where none is quiet),
-    scaled by the newest of their steps."""
+def settled(samples: list[dict]) -> CostModel:
+    """The model the samples agree on (``quiet``: whether it rests on quiet ones): per pass size
+    and per drafter the median of the quiet samples that measured it (all samples where none is
+    quiet), scaled by the newest of their steps."""
     quiet = [s for s in samples if s["busy"] <= BUSY_MAX]
     use = quiet or samples
     step = use[-1]["step_ms"] / 1e3
@@ -121,7 +121,7 @@ def settled(samples: list[dict]) -> tuple[CostModel, bool]:
     model = CostModel(passes, drafts)
     model.quiet = bool(quiet)
     model.samples = (len(quiet), len(samples))
-    return model, bool(quiet)
+    return model
 
 
 def _checked(samples: list[dict]) -> dict:
@@ -181,7 +181,7 @@ def load_cached(key: str, warn: Callable[[str], None] | None = None) -> CostMode
         return None
     try:
         samples = _checked(entries[key].get("samples") if isinstance(entries[key], dict) else None)["samples"]
-        model, _ = settled(samples)
+        model = settled(samples)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         _note(warn, f"the cost cache {cache_path()} is unusable ({exc.__class__.__name__}); calibrating again")
         return None
