@@ -36,6 +36,7 @@ from ..commands.options import (
     plain,
     verify_list,
 )
+from ..errors import UsageError
 from ..models.methods import VerifyMode
 from .app import _load_options, command
 
@@ -186,6 +187,9 @@ def bench(
     """Measure speculation on against off on fixed prompt sets, per use case, and recommend settings."""
     if costs or reset_costs:
         from ..commands import costs as cost_view
+
+        if costs and reset_costs:
+            raise UsageError("--costs shows the cost cache and --reset-costs empties it: give one of them")
 
         raise typer.Exit(cost_view.reset() if reset_costs else cost_view.show(json_out))
     from ..commands.bench import BenchRequest, run_bench_request

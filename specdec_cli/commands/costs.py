@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..engine.decode.runner import AUTO_DRAFT_MAX
 from ..engine.drafters.auto import break_even, could_pay
 from ..engine.policy import cost_cache
 from ..errors import EXIT_OK
-from ..paths import write_whole
 from ..terminal import console
+from ..terminal.outputs import write_atomic
 
 SHOWN_SIZES = (2, 4, 8, 16, 32)
 
@@ -38,8 +38,6 @@ class CostRow:
     draft_steps: dict[str, float]
     verdict: str
 
-    def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items()}
 
 
 def rows() -> list[CostRow]:
@@ -87,8 +85,8 @@ def show(json_out: Path | None = None) -> int:
     """The entries on stdout as text; with ``json_out``, every figure in that file too."""
     found = rows()
     if json_out is not None:
-        write_whole(json_out, json.dumps({"cache": str(cost_cache.cache_path()),
-                                          "entries": [r.to_dict() for r in found]}, indent=1) + "\n")
+        write_atomic(json_out, json.dumps({"cache": str(cost_cache.cache_path()),
+                                           "entries": [asdict(r) for r in found]}, indent=1) + "\n", "the costs")
     console.note(f"cost cache: {cost_cache.cache_path()} ({len(found)} entr{'y' if len(found) == 1 else 'ies'})")
     for i, r in enumerate(found):
         if i:
