@@ -194,7 +194,8 @@ def test_merge_combines_every_stats_field():
 
     s = GenerationStats(n_prompt=5, n_generated=7, n_target_passes=4, n_eog=1, prompt_seconds=0.5,
                         decode_seconds=2.0, draft_seconds=0.5, target_seconds=1.0, first_token_seconds=0.6,
-                        stop_reason="eog", method="auto", steps=[(3, 2), (2, 2)])
+                        stop_reason="eog", method="auto", steps=[(3, 2), (2, 2)], fault="X: y",
+                        drafter_fault="Z: w")
     s.record_acceptance(3, 2)
     s.record_acceptance(2, 2)
     s.record_step("draft", 3)
@@ -202,9 +203,9 @@ def test_merge_combines_every_stats_field():
     total = GenerationStats()
     total.merge(s)
     for f in fields(GenerationStats):
-        if f.name != "stop_reason":
+        if f.name not in ("stop_reason", "fault", "drafter_fault"):
             assert getattr(total, f.name) == getattr(s, f.name), f.name
-    assert total.stop_reason == ""
+    assert total.stop_reason == "" and total.fault is None and total.drafter_fault is None
     total.merge(s)
     assert total.n_drafted == 10 and total.accepted_per_position == [4, 4, 0] and total.steps_by_drafter["draft"] == 2
     assert total.first_token_seconds == 0.6 and len(total.steps) == 4

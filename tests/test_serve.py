@@ -37,11 +37,13 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, launcher: tuple[str, ...] = ("-m", "specdec_cli")):
+        """``launcher``: what runs the CLI after the interpreter (a ``-c`` driver that injects a
+        fault first, in the fault tests)."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "specdec_cli", "serve", "--port", str(self.port), *map(str, args)],
+            [sys.executable, *launcher, "serve", "--port", str(self.port), *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "NO_COLOR": "1", **(env or {})},
         )
@@ -339,7 +341,7 @@ def test_sigterm_ends_requests_in_flight_with_a_finish_reason(tiny_target, tmp_p
         time.sleep(1.0)
         code, err = srv.stop(signal.SIGTERM)
         t.join(timeout=60)
-        assert code == 143, err
+        assert code == 0, err  # a server asked to stop stops cleanly
         assert got and got[-1] == "data: [DONE]"
         finals = [json.loads(x[6:])["choices"][0]["finish_reason"] for x in got[:-1]]
         assert finals[-1] in ("stop", "length")

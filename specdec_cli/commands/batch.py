@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..engine.errors import fault_message
 from ..errors import EXIT_FAILURE, EXIT_OK
 from ..terminal import console, interrupts
 from ..terminal.prompts import PromptItem
@@ -91,6 +92,7 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
 
     code = EXIT_OK
     unsatisfied: list[int] = []
+    faulted: list[int] = []
     t0 = time.perf_counter()
     try:
         for job, result in results:
@@ -102,6 +104,10 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
             if result.interrupted:
                 code = interrupts.exit_code()
                 break
+            if result.stats.stop_reason == "error":  # a fault ended this prompt alone: its line says so
+                faulted.append(job.index)
+                console.warn(f"prompt {job.index + 1}: {fault_message(result.stats.fault)}")
+                continue
             why = unmet(result, grammars[job.index])
             if why is not None:
                 unsatisfied.append(job.index)
@@ -118,6 +124,10 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
         # one at a time too, the rate is the batch's (its decoding rate alone read as fast as 12 at once)
         line = run.summary(method) if run is not None else total.summary(total.n_generated / seconds)
         console.note(f"{'all ' if len(done) == len(jobs) else ''}{len(done)} prompts in {seconds:.2f} s: {line}")
+    if code == EXIT_OK and faulted:
+        console.error_line(f"{len(faulted)} of {len(jobs)} prompts stopped on an internal fault "
+                           f"(prompts {', '.join(str(i + 1) for i in faulted[:10])}); their lines hold the error")
+        return EXIT_FAILURE
     if code == EXIT_OK and unsatisfied:
         console.error_line(f"{len(unsatisfied)} of {len(jobs)} outputs do not satisfy their constraint "
                            f"(prompts {', '.join(str(i + 1) for i in unsatisfied[:10])}); their lines say why they stopped")
@@ -126,6 +136,11 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
 
 
 def _write(i: int, item: PromptItem, result, meta: dict, parallel: int, turn=None) -> None:
+    if result.stats.stop_reason == "error":  # an error object, not a half answer
+        console.write_json({"index": i, "id": item.id, "error": {"type": "internal_fault",
+                            "message": fault_message(result.stats.fault)}, "stop_reason": "error", **meta,
+                            "parallel": parallel})
+        return
     console.write_json({"index": i, "id": item.id, **result.to_dict(), **_calls(result, turn), **meta,
                         "parallel": parallel})
 
@@ -144,6 +159,15 @@ def _calls(result, turn) -> dict:
 
 def _sequential(engine, jobs, gen) -> Iterator[tuple[object, object]]:
     """One prompt after another on the one-sequence path, each with its own seed and settings."""
+    from ..engine.errors import GenerationFault, describe
+    from ..engine.result import Result
+    from ..engine.stats import GenerationStats
+
     for job in jobs:
         own = job.gen or gen
-        yield job, engine.generate(job.prompt, replace(own, sampling=replace(own.sampling, seed=job.seed)))
+        try:
+            yield job, engine.generate(job.prompt, replace(own, sampling=replace(own.sampling, seed=job.seed)))
+        except GenerationFault as exc:  # this prompt's alone: the next ones run
+            stats = GenerationStats(method=engine.method, n_prompt=len(job.prompt), stop_reason="error",
+                                    fault=describe(exc.cause))
+            yield job, Result(text="", prompt_tokens=list(job.prompt), tokens=[], stats=stats, seed=job.seed)

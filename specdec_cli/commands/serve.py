@@ -4,8 +4,9 @@ The pair is chosen, budgeted and loaded once, with room for ``--parallel`` reque
 at once plus as many finished conversations kept in the cache (their cells are the prefix of
 the next turn). The engine runs on the main thread (``serve/worker.py`` says why); uvicorn
 serves the app of ``serve/app.py`` on a helper thread. Ctrl-C, SIGTERM or SIGHUP ends every
-request still running, each with its finish reason sent, then the server; the exit code is
-128 + the signal.
+request still running, each with its finish reason sent, then the server, and exits 0: a
+signal is how a server is asked to stop. A fault while serving one request ends that request
+alone (``serve/worker.py``).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def serve(req: ServeRequest) -> int:
         engine.close()
     if got:
         console.note(f"stopped ({signal.Signals(got).name})")
-    return 128 + got if got else EXIT_OK
+    # a signal is how a server is asked to stop (Ctrl-C, systemd, docker stop): a clean stop, exit 0
+    return EXIT_OK
 
 
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))

@@ -41,3 +41,25 @@ class ContextNotCreated(SpecdecError):
         self.model = model
         self.n_ctx = n_ctx
         self.detail = detail
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line: its class and message (a fault's cause, for a log line or an error)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def fault_message(cause: str | None) -> str:
+    """What a generation a fault ended alone says (``cause``: ``describe``'s line)."""
+    return f"the generation stopped on an internal fault: {cause or 'unknown'}"
+
+
+class GenerationFault(SpecdecError):
+    """A fault inside the engine (a grammar's state, a drafter, the tokenizer, NaN logits) ended
+    one generation: that one alone, the engine and every other sequence go on. ``cause`` is the
+    exception; the text already given out stays given."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(fault_message(describe(cause)),
+                         hint="this is a bug in specdec; --no-draft avoids the drafters if one is the cause")
+        self.cause = cause

@@ -33,7 +33,9 @@ class GenerationStats:
     # what happened to the request up to its first token, in seconds since it arrived: admission (the cells it
     # reused, copied from which sequence), shared prefixes taken, each pass that read its prompt, the first token
     timeline: list[dict] = field(default_factory=list, repr=False)
-    stop_reason: str = ""  # eog | stop | length | context | grammar | interrupted
+    stop_reason: str = ""  # eog | stop | length | context | grammar | interrupted | cancelled | error
+    fault: str | None = None  # stop_reason "error": the fault that ended this generation alone (``describe``)
+    drafter_fault: str | None = None  # the fault that set this generation's drafter aside (it went on undrafted)
     stop_string: str | None = None  # the stop string that ended it (stop_reason "stop")
     accepted_per_position: list[int] = field(default_factory=list)  # how often draft position i was kept
     drafted_per_position: list[int] = field(default_factory=list)  # how often draft position i was proposed
@@ -101,7 +103,7 @@ class GenerationStats:
         """Add ``other`` to these totals (run --batch's). Every field is combined: counts and times
         add up, the per-position and per-key counts add up entry by entry, the per-pass list is
         extended; the time to the first token and the method are the first generation's, and
-        ``stop_reason`` stays as it is (each generation has its own, a batch none)."""
+        ``stop_reason`` and the faults stay as they are (each generation has its own, a batch none)."""
         for name in _SUMMED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for mine, theirs in ((self.accepted_per_position, other.accepted_per_position),
@@ -166,6 +168,8 @@ class GenerationStats:
             "n_replayed": self.n_replayed,
             "rollback_seconds": sec(self.rollback_seconds),
             "stop_reason": self.stop_reason,
+            "fault": self.fault,
+            "drafter_fault": self.drafter_fault,
         }
 
     def summary(self, tokens_per_second: float | None = None) -> str:

@@ -53,6 +53,8 @@ class Call:
                     yield "idle", None
                 continue
             quiet = 0.0
+            if kind == "error":  # the log line names the cause (a fault, or the engine stopping)
+                request_log.record(fault=value)
             yield kind, value
             if kind in ("done", "error"):
                 return

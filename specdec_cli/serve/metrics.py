@@ -87,5 +87,7 @@ class _EngineCollector:
                                 value=run.mean_sequences or 0.0)
         yield CounterMetricFamily("specdec_requests_cancelled", "Requests ended because their client went away.",
                                   value=worker.cancelled)
+        yield CounterMetricFamily("specdec_requests_faulted", "Requests ended alone by a fault in the engine.",
+                                  value=worker.faulted)
         yield GaugeMetricFamily("specdec_requests_running", "Requests decoding now.", value=worker.running)
         yield GaugeMetricFamily("specdec_queue_length", "Requests waiting for a sequence.", value=worker.queued)

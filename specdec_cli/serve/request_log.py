@@ -21,13 +21,16 @@ _SLOT: ContextVar[dict | None] = ContextVar("specdec_request_slot", default=None
 QUIET_PATHS = ("/health", "/metrics")
 
 
-def record(result=None, *, gone: bool = False) -> None:
-    """From the request's own code: its generation ended (``result``), or its client went away."""
+def record(result=None, *, gone: bool = False, fault: str | None = None) -> None:
+    """From the request's own code: its generation ended (``result``), its client went away, or
+    an error ended it (``fault``: what the line then names as the cause)."""
     slot = _SLOT.get()
     if slot is not None:
         if result is not None:
             slot["stats"] = result.stats
         slot["gone"] = slot.get("gone", False) or gone
+        if fault is not None:
+            slot["fault"] = fault
 
 
 class RequestLog:
@@ -64,7 +67,11 @@ def line(method: str, path: str, slot: dict, seconds: float) -> str:
         parts.append(f"generated {st.n_generated:,}")
         if st.n_drafted:
             parts.append(f"drafted {st.n_drafted:,}, kept {st.n_accepted:,}")
+        if st.drafter_fault:
+            parts.append(f"drafter set aside: {st.drafter_fault}")
     if slot.get("gone"):
         parts.append("client gone")
+    if slot.get("fault"):
+        parts.append(f"error: {slot['fault']}")
     parts.append(f"{seconds:.1f} s")
     return " · ".join(parts)

@@ -15,7 +15,9 @@ decoded alternately on the main thread and on a helper thread, in one process: 1
 
 A request whose client went away is cancelled and its sequence freed at the next step; on
 shutdown every request still running or queued ends that way, with its result sent, so no
-response hangs.
+response hangs. A fault while serving one request (its grammar, a drafter, NaN logits) ends
+that request alone with an error in its API's format; the scheduler frees its sequence and
+every other request runs on (``Scheduler.step``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.decode.scheduler import Job
+from ..engine.errors import fault_message
 
 
 class Handle:
@@ -41,7 +44,8 @@ class Handle:
         self.cancelled = False
 
     def put(self, kind: str, value=None) -> None:
-        """From the engine thread: ("text", str), ("logprobs", [TokenLogprob]), ("done", Result), ("error", str)."""
+        """From the engine thread: ("text", str), ("logprobs", [TokenLogprob]), ("done", Result), ("error", str):
+        the engine stopped, or a fault ended this request alone (``fault_message``)."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
 
     def cancel(self) -> None:
@@ -78,6 +82,7 @@ class Worker:
         self._ended = False  # run() has returned: nothing will be admitted any more
         self.failed: BaseException | None = None  # what ended the loop, if it was not a shutdown
         self.cancelled = 0  # requests ended because their client went away (read by /metrics)
+        self.faulted = 0  # requests a fault in the engine ended alone (read by /metrics)
 
     # --- the HTTP side ------------------------------------------------------------------------
     @property
@@ -122,11 +127,15 @@ class Worker:
                     if not sched.busy:
                         return
                 if sched.busy:
-                    for job, result in sched.step():
+                    for job, result in sched.step():  # a fault ends its request alone (``Scheduler.step``)
                         handle = self._handles.pop(job.index, None)
                         if result.stats.stop_reason == "cancelled" and not stopping:
                             self.cancelled += 1
-                        if handle is not None:
+                        if result.stats.stop_reason == "error":
+                            self.faulted += 1
+                            if handle is not None:
+                                handle.put("error", fault_message(result.stats.fault))
+                        elif handle is not None:
                             handle.put("done", result)
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear of it
             self.failed = exc

@@ -90,6 +90,7 @@ class SeqSlot:
         self.n_prompt = 0
         self.last_used = 0.0  # when its last job ended: the least recently used is reused first
         self.wait: tuple[SeqSlot, int] | None = None  # (slot, n): share its first n cells once computed
+        self.draft_off = False  # its drafter faulted: set aside for the rest of this job (it goes on undrafted)
 
     @property
     def unread(self) -> int:

@@ -35,6 +35,18 @@ class Drafted:
     def nothing(cls) -> Drafted:
         return cls(NONE, "none", [], [])
 
+    def cut(self, proposal: Proposal) -> Drafted:
+        """This draft as a pass carries it: ``proposal``, a prefix of its own (a grammar cut it
+        before the first token it rejects; ``PassMasks.along``). The signals of tokens never
+        sent go with them, so auto does not learn them as refused."""
+        n = len(proposal)
+        if n == len(self.proposal):
+            return self
+        if n == 0:
+            return Drafted.nothing()
+        forced = min(self.n_forced, n)
+        return Drafted(proposal, self.source, self.buckets[: n - forced], self.priors[: n - forced], forced)
+
 
 class PassDrafter:
     """Drafts for the decoding sequences of a pass; ``seq`` objects carry ``tokens``; ``index``,
@@ -53,7 +65,7 @@ class PassDrafter:
     def draft(self, seqs: list, caps: list[int], n_prefill: int) -> list[Drafted]:
         """``caps[i]``: the longest draft sequence i may send; ``n_prefill``: prompt tokens riding in
         the same pass. Under a grammar (``seq.constraint``) a draft starts with the tokens it
-        forces and ends before the first it rejects."""
+        forces; the pass cuts it before the first the grammar rejects."""
         if not seqs or self.method is None:
             return [Drafted.nothing() for _ in seqs]
         forced = [s.constraint.forced_tokens()[:c] if s.constraint is not None else [] for s, c in zip(seqs, caps)]
@@ -70,7 +82,7 @@ class PassDrafter:
         else:
             out = self._auto(seqs, after, room, forced, n_prefill)
             forced = [[] for _ in seqs]  # auto weighed and placed them itself
-        return [_finish(s, f, d) for s, f, d in zip(seqs, forced, out)]
+        return [_finish(f, d) for f, d in zip(forced, out)]
 
     def _auto(self, seqs: list, after: list[list[int]], room: list[int], forced: list[list[int]],
               n_prefill: int) -> list[Drafted]:
@@ -137,16 +149,12 @@ class PassDrafter:
             self.auto.learn(d.source, d.buckets, d.priors, n_kept - d.n_forced)
 
 
-def _finish(seq, forced: list[int], d: Drafted) -> Drafted:
-    """The forced tokens put in front (methods other than auto), the draft cut before the first
-    token the grammar rejects, and "none" for an empty draft."""
+def _finish(forced: list[int], d: Drafted) -> Drafted:
+    """The forced tokens put in front (methods other than auto), and "none" for an empty draft.
+    What a grammar allows of it is the pass's to cut (``PassMasks.along``), for every drafter."""
     if forced:
         d = Drafted(Proposal(forced + d.proposal.tokens), d.source if d.proposal.tokens else "grammar",
                     d.buckets, d.priors, len(forced))
-    if seq.constraint is not None and d.proposal.tokens:
-        n = seq.constraint.validate_draft(d.proposal.tokens)
-        if n < len(d.proposal.tokens):
-            d = Drafted(d.proposal.truncated(n), d.source, d.buckets, d.priors, min(d.n_forced, n))
     if not d.proposal.tokens:
         return Drafted.nothing()
     return d

@@ -25,7 +25,7 @@ from ..drafters.model import ModelDrafter
 from ..drafters.model_batch import BatchModelDrafter
 from ..drafters.mtp import MtpDrafter
 from ..drafters.ngram import NgramDrafter
-from ..errors import ContextFull, PromptTooLong
+from ..errors import ContextFull, GenerationFault, PromptTooLong
 from ..llama.context import Context, ContextParams
 from ..llama.model import Model
 from ..options import DraftOptions, EngineOptions, GenOptions
@@ -306,6 +306,11 @@ class Engine(EngineCosts):
         except ContextFull:
             steps.close()
             session.stats.stop_reason = "context"
+        except SpecdecError:
+            raise
+        except Exception as exc:  # a grammar's state, the tokenizer, NaN logits: this generation's fault
+            steps.close()
+            raise GenerationFault(exc) from exc
         tail = stream.finish()
         if tail and on_text:
             on_text(tail)

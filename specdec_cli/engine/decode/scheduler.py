@@ -38,7 +38,7 @@ from ..drafters.edits import EditTracker
 from ..drafters.model_batch import BatchModelDrafter
 from ..drafters.ngram import NgramDrafter
 from ..drafters.suffix import OutputPool, SuffixIndex
-from ..errors import ContextFull
+from ..errors import ContextFull, describe
 from ..result import Result
 from ..stats import GenerationStats
 from ..structured.constraint import PassMasks, through_end
@@ -124,10 +124,14 @@ class Scheduler(Admission):
             yield from self.step()
 
     def step(self) -> list[tuple[Job, Result]]:
-        """One pass (or none, when nothing can run); the jobs that ended in it."""
+        """One pass (or none, when nothing can run); the jobs that ended in it. A fault is the
+        faulting sequence's alone (``_fault``); one the pass cannot pin on a sequence ends the
+        sequences running (``_recover``), and the scheduler goes on with the waiting ones."""
         t0 = time.perf_counter()
         try:
             return self._step()
+        except Exception as exc:  # noqa: BLE001 - a fault ends requests, never the scheduler
+            return self._recover(exc)
         finally:
             self.stats.seconds += time.perf_counter() - t0
 
@@ -168,19 +172,31 @@ class Scheduler(Admission):
         pending = sum(s.unread for s in pre)
         caps = self._caps(dec, pre, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
-        drafts = self.drafter.draft(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
+        drafts = self._drafts(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
+        # under a grammar, each draft cut to what it allows and the masks along the cut draft, as one
+        # object (``PassMasks``: why no kept token can be one the grammar forbids); a grammar that
+        # faults here ends its sequence before the pass
+        masks: list[PassMasks | None] = []  # rows the grammar decides alone get no logits
+        for i, (s, d) in enumerate(zip(dec, drafts)):
+            try:
+                m = PassMasks.along(s.constraint, d.proposal) if s.constraint is not None else None
+            except Exception as exc:  # noqa: BLE001 - this sequence's fault alone
+                done.append(self._fault(s, exc))
+                m = None
+            if m is not None:
+                drafts[i] = d.cut(m.proposal)
+            masks.append(m)
+        kept = [i for i, s in enumerate(dec) if s.job is not None]
+        dec, drafts, masks = [dec[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept]
         # the batch: each decoding sequence's [last token, draft...], then prefill chunks
         toks: list[int] = []
         pos: list[int] = []
         seqs: list[int] = []
         outs: list[bool] = []
         base: list[int] = []
-        masks: list[PassMasks | None] = []  # under a grammar: rows it decides alone get no logits
-        for s, d in zip(dec, drafts):
+        for s, d, m in zip(dec, drafts, masks):
             base.append(len(toks))
-            m = PassMasks.along(s.constraint, d.proposal.tokens) if s.constraint is not None else None
-            masks.append(m)
             # rows the grammar decides alone need no logits, unless their log-probabilities are asked
             wanted = m.wanted() if m is not None and s.gen.logprobs is None else None
             for i, t in enumerate([s.tokens[-1], *d.proposal.tokens]):
@@ -222,6 +238,8 @@ class Scheduler(Admission):
             filler = self.ctx.decode_many(toks, pos, seqs, outs, pad=size - len(toks))
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
+        except Exception as exc:  # noqa: BLE001 - the pass failed: it ends the sequences it carried
+            return done + [self._fault(s, exc) for s in dec + [c for c, _ in chunks] if s.job is not None]
         dt = time.perf_counter() - t
         self.stats.n_filler += filler
         if self.costs is not None and dec and chunks:  # a pass both read prompts and decoded
@@ -241,10 +259,35 @@ class Scheduler(Admission):
         verify = [(s, d, b, share, m) for s, d, b, m in zip(dec, drafts, base, masks)]
         verify += [(s, Drafted.nothing(), b, 0.0, None) for s, b in firsts]  # drafted nothing: no drafting time
         for s, d, b, drafting, m in verify:
-            ended = self._verify(s, d, b, dt, drafting, m)
+            try:
+                ended = self._verify(s, d, b, dt, drafting, m)
+            except Exception as exc:  # noqa: BLE001 - this sequence's fault alone
+                ended = self._fault(s, exc)
             if ended is not None:
                 done.append(ended)
         return done
+
+    def _drafts(self, dec: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Drafted]:
+        """The pass's drafts (``PassDrafter``). A drafter that faults is set aside for the sequence
+        it faulted on, which goes on undrafted (its output is the target's either way): the pass
+        drafts again one sequence at a time to find which, and the draft model, whose cache the
+        fault may have left half caught up, forgets the pass's sequences."""
+        caps = [0 if s.draft_off else c for s, c in zip(dec, caps)]
+        try:
+            return self.drafter.draft(dec, caps, n_prefill)
+        except Exception:  # noqa: BLE001 - found and set aside below
+            pass
+        out: list[Drafted] = []
+        for s, c in zip(dec, caps):
+            if self.model is not None:
+                self.model.forget(s.seq)
+            try:
+                out += self.drafter.draft([s], [c], n_prefill)
+            except Exception as exc:  # noqa: BLE001
+                s.draft_off = True
+                s.stats.drafter_fault = describe(exc)
+                out.append(Drafted.nothing())
+        return out
 
     def _caps(self, dec: list[SeqSlot], pre: list[SeqSlot], reserve: int) -> list[int]:
         """The longest draft each decoding sequence may send: its budget and context, and all of them
@@ -297,6 +340,7 @@ class Scheduler(Admission):
             slot.edits.begin(job.prompt, job.sources)
             for source in job.sources:
                 slot.index.add_source(source)
+        slot.draft_off = False
         slot.ngram = NgramDrafter() if self.method == "ngram" else None
         if slot.ngram is not None:
             slot.ngram.begin(job.prompt)
@@ -311,9 +355,13 @@ class Scheduler(Admission):
             s.t_decode = time.perf_counter() - dt
         ctx = self.ctx
         rows = lambda i: ctx.logits(base + i)  # noqa: E731
-        if s.constraint is not None:
-            rows = (masks or PassMasks.along(s.constraint, d.proposal.tokens)).rows(rows)
+        if s.constraint is not None and masks is None:  # its prompt ended in this pass: nothing drafted
+            masks = PassMasks.along(s.constraint, d.proposal)
+        if masks is not None:
+            rows = masks.rows(rows)
         accepted = s.verifier.verify(rows, d.proposal)
+        if masks is not None:
+            masks.check(accepted)  # each token within its row's mask, before anything takes it
         n_kept = len(accepted) - 1
         draft = d.proposal.tokens
         if n_kept < len(draft):
@@ -371,6 +419,30 @@ class Scheduler(Admission):
                                                            stop_reason="cancelled"))))
         return done
 
+    def _fault(self, s: SeqSlot, exc: BaseException) -> tuple[Job, Result]:
+        """End ``s``'s job alone on a fault (stop reason "error", ``stats.fault`` its cause): its
+        cells are freed, so no later prompt reuses what it computed, and every other sequence
+        goes on untouched."""
+        s.stats.fault = describe(exc)
+        job, result = self._finish(s, "error")
+        s.tokens, s.n_cached, s.n_prompt = [], 0, 0
+        for forget in (lambda: self.ctx.seq_rm(s.seq, -1, -1),
+                       lambda: self.model is not None and self.model.forget(s.seq)):
+            try:
+                forget()
+            except Exception:  # noqa: BLE001, S110 - freeing is best effort; the job has ended
+                pass
+        return job, result
+
+    def _recover(self, exc: BaseException) -> list[tuple[Job, Result]]:
+        """A fault no sequence could be named for: every running job ends with it, the cache is
+        emptied (what it holds can no longer be trusted), and the waiting jobs go on."""
+        done = [self._fault(s, exc) for s in self.slots if s.job is not None]
+        waiting = list(self.waiting)
+        self.start()
+        self.waiting.extend(waiting)
+        return done
+
     def _finish(self, s: SeqSlot, reason: str) -> tuple[Job, Result]:
         job, st = s.job, s.stats
         st.stop_reason = reason
@@ -378,12 +450,13 @@ class Scheduler(Admission):
         now = time.perf_counter()
         st.decode_seconds = now - s.t_decode if s.t_decode is not None else 0.0
         st.request_seconds = now - job.arrived
-        tail = s.stream.finish()
-        if tail and job.on_text is not None:
-            job.on_text(tail)
-        if s.index is not None:
-            s.index.extend(s.tokens)
-            s.index.finish()
+        if reason != "error":  # a faulted job's held-back text and output are not its answer
+            tail = s.stream.finish()
+            if tail and job.on_text is not None:
+                job.on_text(tail)
+            if s.index is not None:
+                s.index.extend(s.tokens)
+                s.index.finish()
         run = self.stats
         run.n_generated += st.n_generated
         run.n_prompt += st.n_prompt

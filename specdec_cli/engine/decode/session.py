@@ -29,6 +29,7 @@ import numpy as np
 
 from ...models.memory_kinds import Rollback
 from ..drafters.base import Drafter
+from ..errors import describe
 from ..llama.context import Context
 from ..policy.costmodel import CostModel
 from ..result import TracePoint
@@ -101,13 +102,13 @@ class Session:
             tgt.kv_clear()
         st.n_prompt_reused = reused
         if drafter is not None:
-            drafter.begin(prompt, self.draft_sampler)
+            self._guarded(lambda: drafter.begin(prompt, self.draft_sampler))
         # prefill in n_batch chunks: heads that read the target's hidden states take each chunk
         for start in range(reused, len(prompt) - 1, tgt.n_batch):
             chunk = prompt[start : min(start + tgt.n_batch, len(prompt) - 1)]
             tgt.decode(chunk, start, outputs="last")
-            if drafter is not None:
-                drafter.process(chunk, start)
+            if self.drafter is not None:
+                self._guarded(lambda: self.drafter.process(chunk, start))  # noqa: B023 - called at once
         t_loop = time.perf_counter()
         st.prompt_seconds = t_loop - t_start
         history = list(prompt)  # every token so far; its last one is not in the target's cache yet
@@ -129,21 +130,28 @@ class Session:
                     st.stop_reason = "context"
                     return
                 proposal, n_forced = _NO_PROPOSAL, 0
-                n_draft = 0 if replay else min(draft_max, room, max_tokens - st.n_generated - 1)
+                n_draft = 0 if replay or self.drafter is None else min(draft_max, room, max_tokens - st.n_generated - 1)
                 if n_draft > 0:
                     t0 = time.perf_counter()
-                    if cons is not None:
-                        proposal, n_forced = draft_under(cons, self.drafter, history, n_draft)
-                    else:
-                        proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
+                    try:
+                        if cons is not None:
+                            proposal, n_forced = draft_under(cons, self.drafter, history, n_draft)
+                        else:
+                            proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
+                    except Exception as exc:  # noqa: BLE001 - the drafter's fault: set aside, undrafted
+                        self._set_aside(exc)
                     st.draft_seconds += time.perf_counter() - t0
+                # under a grammar the pass carries the draft cut to what it allows, and verifies that one
+                masks = PassMasks.along(cons, proposal) if cons is not None else None
+                if masks is not None:
+                    proposal = masks.proposal
+                    n_forced = min(n_forced, len(proposal))
                 draft = proposal.tokens
                 batch = [*replay, history[-1], *draft]
                 if draft:
                     rb.before_pass(n_cached)
                     if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
                         self.costs.observe_checkpoint("save", rb.last_save)
-                masks = PassMasks.along(cons, draft) if cons is not None else None
                 size = self.costs.pass_size(len(batch)) if pads and not replay else len(batch)
                 t0 = time.perf_counter()  # rows the grammar decides alone get no logits
                 filler = tgt.decode(batch, n_cached, outputs="all", skip=len(replay),
@@ -158,14 +166,18 @@ class Session:
                 if masks is not None:
                     rows = masks.rows(rows)
                 accepted = self.verifier.verify(rows, proposal)
+                if masks is not None:
+                    masks.check(accepted)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
                     self._record(rows, accepted, st.n_generated)
+                source = "grammar" if draft else "none"
                 if self.drafter is not None:
-                    self.drafter.process(batch, n_cached)
-                    self.drafter.accept(n_kept)
+                    if len(draft) > n_forced:
+                        source = self.drafter.last_source
+                    self._guarded(lambda: (self.drafter.process(batch, n_cached),  # noqa: B023 - called at once
+                                           self.drafter.accept(n_kept)))  # noqa: B023
                 st.steps.append((len(draft), n_kept))
-                source = drafter.last_source if len(draft) > n_forced else "grammar" if draft else "none"
                 st.record_step(source, len(draft))
                 if draft:
                     st.record_acceptance(len(draft), n_kept)
@@ -200,6 +212,19 @@ class Session:
         finally:
             st.decode_seconds = time.perf_counter() - t_loop
             st.n_checkpoints, st.n_restores, st.rollback_seconds = rb.checkpoints, rb.restores, rb.seconds
+
+    def _guarded(self, call) -> None:
+        """Call into the drafter; a fault sets it aside (``_set_aside``)."""
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - the drafter's fault: set aside, undrafted
+            self._set_aside(exc)
+
+    def _set_aside(self, exc: BaseException) -> None:
+        """The drafter faulted: this generation goes on without it, undrafted (its output is the
+        target's either way), and its stats say why (``drafter_fault``)."""
+        self.stats.drafter_fault = describe(exc)
+        self.drafter = None
 
     @staticmethod
     def _cut(accepted: list[int], budget: int, is_eog) -> tuple[list[int], str]:

@@ -34,6 +34,7 @@ from llguidance import LLMatcher, LLTokenizer
 
 from ...errors import UsageError
 from ...terminal.constraint_args import ConstraintSpec
+from ..verify.verifiers import Proposal
 
 # JSON comes out as Python's json.dumps writes it: no free whitespace (a small model can
 # otherwise loop on newlines), so the structure between values is forced and costs no
@@ -357,9 +358,9 @@ def apply_mask(logits: np.ndarray, allowed: np.ndarray) -> None:
 def draft_under(constraint: Constraint, drafter, history: list[int], n_draft: int):
     """A drafter's proposal under a grammar: the tokens the grammar forces first (the masked target
     must choose them: drafts certain to be kept, needing no draft model and no guess), the
-    drafter's after them, all cut at the first token the grammar rejects, so the target never
-    sees a draft it could not accept. Auto weighs the forced tokens like any draft
-    (``propose_after``); other drafters send them all. Returns (proposal, forced tokens in it)."""
+    drafter's after them. Auto weighs the forced tokens like any draft (``propose_after``); other
+    drafters send them all. Returns (proposal, forced tokens at its head). Cutting it to what the
+    grammar allows is ``PassMasks.along``'s, for every drafter alike."""
     from ..verify.verifiers import Proposal
 
     forced = constraint.forced_tokens()[:n_draft]
@@ -369,8 +370,7 @@ def draft_under(constraint: Constraint, drafter, history: list[int], n_draft: in
         proposal = Proposal(forced + drafter.propose(history + forced, n_draft - len(forced)).tokens)
     else:
         proposal = Proposal(forced)
-    n = constraint.validate_draft(proposal.tokens)
-    return proposal.truncated(n), min(len(forced), n, len(proposal.tokens))
+    return proposal, min(len(forced), len(proposal.tokens))
 
 
 def only_allowed(masks: np.ndarray) -> list[int | None]:
@@ -385,16 +385,35 @@ def only_allowed(masks: np.ndarray) -> list[int | None]:
 
 @dataclass
 class PassMasks:
-    """The grammar's masks over the rows of one verify pass, taken before the pass: the rows
-    that need logits at all (``wanted``), and the masked rows once it has run (``rows``)."""
+    """The grammar's side of one verify pass, taken before it: the draft the pass carries, and a
+    mask for each of its rows.
 
+    Why no kept token can be one the grammar forbids, whatever drafted it (suffix index, edit
+    tracker, forced tokens, draft model, heads, MTP, or a drafter gone wrong):
+
+    1. ``along`` cuts the draft before the first token the grammar rejects (``validate_draft``)
+       and takes the masks along that cut draft, from the grammar's state after the kept
+       prefix. ``proposal`` *is* that cut draft: the pass carries it and the verifier checks it,
+       so the masks and the draft they were taken along are one object, never two that could
+       drift apart (a policy that shortens a draft afterwards must call ``along`` again).
+    2. Every row the verifier reads comes through ``rows``, masked: row i allows only what the
+       grammar allows after the first i drafted tokens. A verifier keeps draft token i only if
+       it is that row's (masked) choice, and its own token is a masked choice too, so every
+       token it returns was allowed by the mask of its row. A row whose mask allows nothing,
+       or whose allowed scores are not numbers, is a fault (``RowFault``), never a token.
+    3. ``check`` confirms that before anything is consumed: a token outside its row's mask
+       raises here, naming the row, instead of corrupting the grammar's state. ``consume``
+       then validates the tokens again against the matcher itself.
+    """
+
+    proposal: Proposal
     masks: np.ndarray
     only: list[int | None]  # ``only_allowed(masks)``
 
     @classmethod
-    def along(cls, constraint: Constraint, draft: list[int]) -> PassMasks:
-        masks = constraint.masks_along(draft)
-        return cls(masks, only_allowed(masks))
+    def along(cls, constraint: Constraint, proposal: Proposal) -> PassMasks:
+        masks = constraint.masks_along(proposal.tokens)  # as many rows as the allowed prefix, plus one
+        return cls(proposal.truncated(masks.shape[0] - 1), masks, only_allowed(masks))
 
     def wanted(self) -> list[bool]:
         """Per row, whether llama.cpp must compute its logits."""
@@ -407,6 +426,15 @@ class PassMasks:
 
     def rows(self, rows):
         return masked_rows(rows, self.masks, self.only)
+
+    def check(self, accepted: list[int]) -> None:
+        """Raise ``ConstraintViolation`` unless ``accepted[i]`` is allowed by row i's mask for every
+        i (at most the pass's rows: a verifier never returns more)."""
+        if len(accepted) > len(self.masks):
+            raise ConstraintViolation(f"{len(accepted)} tokens from a pass of {len(self.masks)} rows")
+        for i, t in enumerate(accepted):
+            if not (0 <= t < self.masks.shape[1] and self.masks[i, t]):
+                raise ConstraintViolation(f"token {t} at row {i} is outside that row's mask")
 
 
 def masked_rows(rows, masks: np.ndarray, only: list[int | None] | None = None):

@@ -86,6 +86,24 @@ class Proposal:
         return sum(self.subst[:n_kept]) if self.subst else 0
 
 
+class RowFault(RuntimeError):
+    """A row of the target's logits offers nothing to choose: its scores are not numbers (NaN), or
+    every token its mask allows scores -inf. The sequence it belongs to cannot go on; argmax or a
+    draw would otherwise return an arbitrary token (the first NaN, or token 0)."""
+
+    def __init__(self, row: int | None = None):
+        at = f" at row {row}" if row is not None else ""
+        super().__init__(f"the target's logits{at} give no token to choose (NaN, or nothing allowed)")
+        self.row = row
+
+
+def _checked_argmax(row: np.ndarray, i: int) -> int:
+    tok = int(row.argmax())
+    if not np.isfinite(row[tok]):
+        raise RowFault(i)
+    return tok
+
+
 class Verifier(ABC):
     #: the rule's name, as ``Result.verify`` reports it: greedy, match or exact
     rule: str = ""
@@ -102,11 +120,11 @@ class GreedyVerifier(Verifier):
         draft = proposal.tokens
         out: list[int] = []
         for i, proposed in enumerate(draft):
-            tok = int(rows(i).argmax())
+            tok = _checked_argmax(rows(i), i)
             out.append(tok)
             if tok != proposed:
                 return out
-        out.append(int(rows(len(draft)).argmax()))
+        out.append(_checked_argmax(rows(len(draft)), len(draft)))
         return out
 
 
@@ -151,6 +169,8 @@ class Sampler:
         vals = logits[ids].astype(np.float64)
         order = np.argsort(-vals, kind="stable")
         ids, vals = ids[order], vals[order]
+        if not np.isfinite(vals[0]) or np.isnan(vals).any():  # NaN scores, or nothing allowed
+            raise RowFault()
         if p.top_p < 1.0:
             probs = np.exp(vals - vals[0])
             probs /= probs.sum()
