@@ -7,6 +7,7 @@ import pytest
 
 from specdec_cli.models.meta import GGUFInfo, read_gguf
 from specdec_cli.pairing.compat import Check, Verdict, check_base, check_pair, check_vocab, vocab_matches
+from test_cli import specdec
 from tiny_models import vocab_tokens, write_meta_gguf
 
 BASE_TOKENS = vocab_tokens("base")[0]
@@ -220,6 +221,21 @@ def test_head_width_mismatch(tmp_path, qwen3_8b):
 def test_head_layers_beyond_target(tmp_path, qwen3_8b):
     v = check_pair(qwen3_8b, head(tmp_path, arch="dflash", name="qwen3_8b_dflash", layers=(1, 20, 40)))
     assert any("reads target layers [1, 20, 40], but the target has only 36 layers" in e for e in v.errors)
+
+
+@pytest.mark.parametrize("arch", ["eagle3", "dflash"])
+def test_a_head_on_a_target_llama_cpp_cannot_feed_is_one_clear_error(tmp_path, arch):
+    """llama.cpp 0.3.36 records no layer inputs for qwen2 (Qwen2.5): a head there would abort the
+    process at its first decode, so the pair is refused before anything loads."""
+    qwen2 = read_gguf(write_meta_gguf(tmp_path / "qwen2.5-7b.gguf", arch="qwen2", meta={
+        "general.name": "Qwen2.5 7B", "general.basename": "Qwen2.5", "general.size_label": "7.6B",
+        "qwen2.block_count": 28, "qwen2.embedding_length": 3584}))
+    v = check_pair(qwen2, head(tmp_path, arch=arch, name=f"{arch}_qwen2.5_7b", layers=(2, 13, 24), width=3584))
+    assert not v.ok
+    assert [e for e in v.errors if "llama.cpp records no hidden states for qwen2 targets" in e]
+    proc = specdec("check", "-t", qwen2.path, "-d", tmp_path / f"{arch}_qwen2.5_7b.gguf")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "llama.cpp records no hidden states for qwen2 targets" in proc.stdout + proc.stderr
 
 
 def test_eagle3_needs_three_layers(tmp_path, qwen3_8b):

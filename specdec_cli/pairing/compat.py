@@ -203,9 +203,25 @@ def check_base(
     return errors, warnings
 
 
+# The target architectures whose graph records its layer inputs in the llama.cpp that
+# llama-cpp-python 0.3.36 vendors: the ``general.architecture`` names whose model class sets
+# ``res->t_layer_inp[il]`` (src/models/*.cpp). A head on any other target aborts the process at
+# its first decode (``GGML_ASSERT(t_layer_inp[il] != nullptr && "layer input tensor is null")``,
+# src/llama-graph.cpp), Qwen2 and Qwen2.5 among them. Read again when the pin moves.
+HEAD_FED_ARCHS = frozenset({
+    "bailingmoe3", "deepseek4", "gemma4", "gpt-oss", "hunyuan_vl", "lfm2", "llama", "mimo2", "minimax-01",
+    "minimax-m2", "muse-glimmer", "nanbeige", "nemotron_h", "qwen3", "qwen35", "qwen35moe", "qwen3moe",
+    "qwen3next", "qwen4exp",
+})
+
+
 def _check_head_shape(target: GGUFInfo, draft: GGUFInfo, method: str) -> list[str]:
-    """The head reads the target's hidden states: its recorded width and layer ids must fit."""
+    """The head reads the target's hidden states: llama.cpp must record them for the target's
+    architecture, and the head's recorded width and layer ids must fit."""
     errors: list[str] = []
+    if target.arch and target.arch not in HEAD_FED_ARCHS:
+        errors.append(f"llama.cpp records no hidden states for {target.arch} targets, which {_a(method)} "
+                      f"draft head reads (it would abort at the first pass); use auto drafting or a draft model")
     info = draft.spec_info or {}
     layers = info.get("target_layers")
     if method == "eagle3" and layers is not None and len(layers) != 3:
