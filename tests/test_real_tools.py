@@ -95,3 +95,64 @@ def test_the_three_doors_agree_on_the_real_target(real_server):
                                        "output": "sunny, 21 C"}])
     assert then.output and then.status in ("completed", "incomplete")  # an answer, or another call
     assert then.usage.input_tokens_details.cached_tokens > 0  # the conversation was already in the cache
+
+
+def test_a_write_after_a_read_file_call_keeps_to_the_grammar_and_equals_the_target_alone(real_target):
+    """The request shape that once made the server keep a token the tool grammar forbids, then die:
+    a system prompt, the ask, an assistant turn calling ``read_file`` and the tool's answer with
+    the file, then ``tool_choice: "required"`` over read_file, write_file and run_tests. With
+    default flags (auto drafting copies the earlier call's JSON and the file), two sessions at
+    once: every answer is a call that parses and validates, and the calls are the target's alone."""
+    import threading
+
+    import jsonschema
+    import openai
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import tool_loop  # noqa: E402
+
+    read = {"type": "function", "function": {"name": "read_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    tests = {"type": "function", "function": {"name": "run_tests", "parameters": {"type": "object", "properties": {}}}}
+    tools = [read, tool_loop.TOOL, tests]
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    asks = [(path, tool_loop.CHANGES[path][0]) for path in tool_loop.FILES]
+
+    def messages(path: str, change: str) -> list[dict]:
+        return [{"role": "system", "content": tool_loop.SYSTEM}, {"role": "user", "content": f"{change} The file is {path}."},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "read_file", "arguments": json.dumps({"path": path})}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": tool_loop.FILES[path]}]
+
+    def calls_from(srv) -> list:
+        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key="x", max_retries=0, timeout=900)
+        got: dict = {}
+
+        def ask(i: int) -> None:
+            r = client.chat.completions.create(model="m", messages=messages(*asks[i]), tools=tools,
+                                               tool_choice="required", max_tokens=1000, temperature=0)
+            got[i] = (r.choices[0].finish_reason, [(c.function.name, c.function.arguments)
+                                                   for c in r.choices[0].message.tool_calls or []])
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(asks))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        return [got.get(i) for i in range(len(asks))]
+
+    results = {}
+    for name, flags in (("auto", ()), ("plain", ("--no-draft",))):
+        srv = Server("-t", real_target, "--ctx", "4096", *flags)
+        try:
+            results[name] = calls_from(srv)
+            code, err = srv.stop()
+            assert code == 0 and " 500 " not in err and "Traceback" not in err, err
+        finally:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+    for reason, calls in results["auto"]:
+        assert reason == "tool_calls" and len(calls) == 1
+        name, arguments = calls[0]
+        jsonschema.validate(json.loads(arguments), schemas[name])
+    assert results["auto"] == results["plain"]

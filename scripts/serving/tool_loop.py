@@ -15,6 +15,12 @@ ends.
         --system "llama-jinja-ngram16::llama-server -m T --jinja -np 2 -c 16384 --port {port} -t 2 \\
             --spec-type ngram-mod --spec-ngram-mod-n-match 8 --spec-ngram-mod-n-max 16 --spec-ngram-mod-n-min 1"
 
+With ``--read-first`` each turn is sent as coding agents send it: the ask, then an assistant
+turn calling ``read_file`` and the tool's answer with the file as it stands, then the request
+with ``read_file``, ``write_file`` and ``run_tests`` offered (the history that once made a
+drafted copy of the ``read_file`` call's JSON meet the ``write_file`` grammar). The calls each
+system made are written to ``--json``, so their identity across systems can be checked.
+
 Systems start, run and stop as in ``agent_loop.py`` (the order reverses every other round).
 Reported per system: calls that are valid (the tool named, arguments that parse, with a string
 ``path`` and ``content``), the wall time of all sessions, each turn's median time, the time to
@@ -24,6 +30,7 @@ its text as the assistant's message, as an agent framework would, and the next c
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -50,6 +57,12 @@ TOOL = {"type": "function", "function": {
         "path": {"type": "string", "description": "The file's path."},
         "content": {"type": "string", "description": "The whole new content of the file."}},
         "required": ["path", "content"]}}}
+READ = {"type": "function", "function": {
+    "name": "read_file", "description": "Read a file: its whole content.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "The file's path."}},
+                   "required": ["path"]}}}
+TESTS = {"type": "function", "function": {
+    "name": "run_tests", "description": "Run the project's tests.", "parameters": {"type": "object", "properties": {}}}}
 SYSTEM = ("You are a coding agent. You change files only by calling write_file with the file's whole new "
           "content; never answer with text.")
 
@@ -165,9 +178,9 @@ CHANGES = {
 }
 
 
-def stream_turn(url: str, messages: list[dict], n: int) -> dict:
-    """One streamed request with the tool required: the assembled call (or text), times, tokens."""
-    body = {"model": "local", "messages": messages, "tools": [TOOL], "tool_choice": "required", "max_tokens": n,
+def stream_turn(url: str, messages: list[dict], n: int, tools: tuple[dict, ...] = (TOOL,)) -> dict:
+    """One streamed request with a tool required: the assembled call (or text), times, tokens."""
+    body = {"model": "local", "messages": messages, "tools": list(tools), "tool_choice": "required", "max_tokens": n,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "cache_prompt": True}
     t0 = time.perf_counter()
     first, text, calls, usage, finish, extra = None, [], {}, {}, None, {}
@@ -206,8 +219,10 @@ def valid(call: dict, path: str) -> bool:
             and isinstance(args.get("content"), str) and len(args["content"]) > 100)
 
 
-def session(url: str, k: int, turns: int, n: int) -> list[dict]:
+def session(url: str, k: int, turns: int, n: int, read_first: bool = False) -> list[dict]:
     path = list(FILES)[k % len(FILES)]
+    if read_first:
+        return read_first_session(url, k, path, turns, n)
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": f"{CHANGES[path][0]} Then save the whole new `{path}` with the "
                                             f"write_file tool.\n\n`{path}`:\n```python\n{FILES[path]}```"}]
@@ -233,15 +248,45 @@ def session(url: str, k: int, turns: int, n: int) -> list[dict]:
     return out
 
 
+def read_first_session(url: str, k: int, path: str, turns: int, n: int) -> list[dict]:
+    """``--read-first``: each turn reads the file through a ``read_file`` call and its result, then
+    asks for the write; the file a valid call wrote is what the next turn reads."""
+    messages = [{"role": "system", "content": SYSTEM}]
+    current, out = FILES[path], []
+    for t in range(turns):
+        read_id = f"read_{k}_{t}"
+        messages += [{"role": "user", "content": f"{CHANGES[path][t % len(CHANGES[path])]} The file is `{path}`: "
+                                                 "read it, then save the whole new file with write_file."},
+                     {"role": "assistant", "content": None, "tool_calls": [{"id": read_id, "type": "function",
+                      "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]},
+                     {"role": "tool", "tool_call_id": read_id, "content": current}]
+        res = stream_turn(url, messages, n, (READ, TOOL, TESTS))
+        ok = [c for c in res["calls"] if valid(c, path)]
+        if ok:
+            call, write_id = ok[0], f"write_{k}_{t}"
+            current = json.loads(call["arguments"])["content"]
+            messages += [{"role": "assistant", "content": None, "tool_calls": [{"id": write_id, "type": "function",
+                          "function": {"name": call["name"], "arguments": call["arguments"]}}]},
+                         {"role": "tool", "tool_call_id": write_id, "content": f"wrote {path}"}]
+        else:
+            messages.append({"role": "assistant", "content": res["text"] or "(no answer)"})
+        out.append({"session": k, "turn": t, "valid": bool(ok), **{x: res[x] for x in res if x != "calls"},
+                    "call": ok[0] if ok else (res["calls"][0] if res["calls"] else None), "calls": res["calls"]})
+    return out
+
+
 def main() -> int:
     ap = loop_parser(__doc__.splitlines()[0], 1000, "/tmp/tool_loop.log")
+    ap.add_argument("--read-first", action="store_true",
+                    help="each turn reads the file through a read_file call and its result first")
     args = ap.parse_args()
+    play = functools.partial(session, read_first=args.read_first)
     systems = systems_of(ap, args.system)
     runs: list[dict] = []
     warm = lambda url: stream_turn(url, [{"role": "user", "content": "Write hello.py printing hello."}], 40)  # noqa: E731
     with open(args.log, "w") as log:
         for r, label, cmd in alternating(systems, args.rounds):
-            res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log, session, warm)
+            res = run_system(label, cmd, args.sessions, args.turns, args.max_tokens, log, play, warm)
             res["round"], res["n_valid"] = r, sum(x["valid"] for x in res["turns"])
             runs.append(res)
             print(f"round {r} {label:<22} wall {res['wall']:8.2f} s  valid calls {res['n_valid']}/"

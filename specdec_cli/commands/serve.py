@@ -71,6 +71,7 @@ def serve(req: ServeRequest) -> int:
                                                         p_min=plan.p_min.value),
                             method=plan.method.value, quiet=req.quiet, n_seq=max(1, n_seq))
     worker = None
+    http_alive: list[bool] = []  # the HTTP thread outlived the server's stop (``_run_server``)
     try:
         limit = max(1, min(want, n_seq))
         parallel = min(req.parallel, limit) if req.parallel else choose_parallel(engine.ensure_costs(), limit)
@@ -89,11 +90,15 @@ def serve(req: ServeRequest) -> int:
                          prompter=prompter, log=not req.quiet)
         console.note(f"serving {alias} at http://{_url_host(req.host)}:{req.port}/v1 "
                      f"({parallel} request{'' if parallel == 1 else 's'} at once; Ctrl-C stops)")
-        got = _run_server(app, req.host, req.port, worker)
+        got = _run_server(app, req.host, req.port, worker, http_alive)
     finally:
         if worker is not None:
             worker.stop()
-        engine.close()
+        if any(http_alive):  # a request still being read on the HTTP thread tokenizes with the model: keep it
+            engine.save_costs()
+            console.warn("the HTTP side did not stop in time; the models are left for the process exit to free")
+        else:
+            engine.close()
     if got:
         console.note(f"stopped ({signal.Signals(got).name})")
     # a signal is how a server is asked to stop (Ctrl-C, systemd, docker stop): a clean stop, exit 0
@@ -103,10 +108,12 @@ def serve(req: ServeRequest) -> int:
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
-def _run_server(app, host: str, port: int, worker) -> int | None:
+def _run_server(app, host: str, port: int, worker, http_alive: list[bool]) -> int | None:
     """uvicorn on a helper thread and the engine's loop on this one (the main thread, where
     signals arrive) until a signal; the signal first ends every request (the worker cancels
-    them, each response is still sent), then the server. Returns the signal's number."""
+    them, each response is still sent), then the server. Returns the signal's number; appends
+    to ``http_alive`` whether the HTTP thread is still running when it returns or raises (it
+    renders and tokenizes requests with the model, which must not be freed under it)."""
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
@@ -134,6 +141,7 @@ def _run_server(app, host: str, port: int, worker) -> int | None:
         worker.stop()
         server.should_exit = True
         http.join(timeout=config.timeout_graceful_shutdown + 5)
+        http_alive.append(http.is_alive())
         for s, handler in previous.items():
             signal.signal(s, handler)
     return got[0] if got else None
