@@ -34,7 +34,8 @@ from specdec_cli.engine.decode.pass_drafts import Drafted
 from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job
 from specdec_cli.engine.drafters.base import Drafter
-from specdec_cli.engine.structured.constraint import PassMasks, compile_constraint, tokenizer_for
+from specdec_cli.engine.structured.constraint import compile_constraint, tokenizer_for
+from specdec_cli.engine.structured.pass_masks import PassMasks
 from specdec_cli.engine.verify.verifiers import Proposal, SamplingParams
 from specdec_cli.terminal.constraint_args import ConstraintSpec
 from specdec_cli.toolcalls.request import read_tools

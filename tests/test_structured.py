@@ -83,7 +83,7 @@ def test_many_at_once_obey_their_own_schemas(engine):
 def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine, monkeypatch):
     """Where a row's mask allows one token, llama.cpp computes no logits for it (a quarter of a
     step on a CPU); the outputs, alone, drafted and many at once, are those with every row."""
-    from specdec_cli.engine.structured import constraint
+    from specdec_cli.engine.structured import pass_masks
 
     prompts = [engine.tokenize_prompt(t) for t in PROMPTS]
     grammars = [_grammar(engine, s) for s in SCHEMAS]
@@ -99,16 +99,16 @@ def test_rows_the_grammar_decides_alone_get_no_logits_and_change_nothing(engine,
         return out
 
     fixed = []
-    real = constraint.only_allowed
+    real = pass_masks.only_allowed
 
     def counting(masks):
         only = real(masks)
         fixed.extend(t for t in only if t is not None)
         return only
 
-    monkeypatch.setattr(constraint, "only_allowed", counting)
+    monkeypatch.setattr(pass_masks, "only_allowed", counting)
     skipping = outputs()
-    monkeypatch.setattr(constraint, "only_allowed", lambda masks: [None] * len(masks))  # every row
+    monkeypatch.setattr(pass_masks, "only_allowed", lambda masks: [None] * len(masks))  # every row
     assert outputs() == skipping
     assert len(fixed) > 20, fixed
 

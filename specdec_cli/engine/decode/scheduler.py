@@ -41,11 +41,12 @@ from ..drafters.suffix import OutputPool, SuffixIndex
 from ..errors import ContextFull, describe
 from ..result import Result
 from ..stats import GenerationStats
-from ..structured.constraint import PassMasks, through_end
+from ..structured.pass_masks import PassMasks, through_end
 from ..verify.logprobs import logprobs_of
 from ..verify.verifiers import Sampler, SamplingParams, make_verifier, resolve_verify
 from .admission import Admission
 from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
+from .pass_batch import lay_out
 from .pass_drafts import Drafted, PassDrafter
 from .session import Session
 
@@ -174,68 +175,18 @@ class Scheduler(Admission):
         t_draft = time.perf_counter()
         drafts = self._drafts(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
-        # under a grammar, each draft cut to what it allows and the masks along the cut draft, as one
-        # object (``PassMasks``: why no kept token can be one the grammar forbids); a grammar that
-        # faults here ends its sequence before the pass
-        masks: list[PassMasks | None] = []  # rows the grammar decides alone get no logits
-        for i, (s, d) in enumerate(zip(dec, drafts)):
-            try:
-                m = PassMasks.along(s.constraint, d.proposal) if s.constraint is not None else None
-            except Exception as exc:  # noqa: BLE001 - this sequence's fault alone
-                done.append(self._fault(s, exc))
-                m = None
-            if m is not None:
-                drafts[i] = d.cut(m.proposal)
-            masks.append(m)
+        masks = self._masks(dec, drafts, done)
         kept = [i for i, s in enumerate(dec) if s.job is not None]
         dec, drafts, masks = [dec[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept]
-        # the batch: each decoding sequence's [last token, draft...], then prefill chunks
-        toks: list[int] = []
-        pos: list[int] = []
-        seqs: list[int] = []
-        outs: list[bool] = []
-        base: list[int] = []
-        for s, d, m in zip(dec, drafts, masks):
-            base.append(len(toks))
-            # rows the grammar decides alone need no logits, unless their log-probabilities are asked
-            wanted = m.wanted() if m is not None and s.gen.logprobs is None else None
-            for i, t in enumerate([s.tokens[-1], *d.proposal.tokens]):
-                toks.append(t)
-                pos.append(s.n_cached + i)
-                seqs.append(s.seq)
-                outs.append(wanted is None or wanted[i])
-        n_decoding = len(toks)  # rows of the decoding sequences
-        room = self.ctx.n_batch - len(toks)
-        chunks: list[tuple[SeqSlot, int]] = []
-        firsts: list[tuple[SeqSlot, int]] = []  # prompts read to the end in this pass: their first token too
-        n_out = len(toks)  # every decoding token has its logits row
-        for s in pre:
-            take = min(room, s.unread)
-            if take <= 0:
-                break
-            toks.extend(s.tokens[s.n_cached : s.n_cached + take])
-            pos.extend(range(s.n_cached, s.n_cached + take))
-            seqs.extend([s.seq] * take)
-            outs.extend([False] * take)
-            chunks.append((s, take))
-            room -= take
-            # the prompt's last token rides at the end of its last chunk, so the first generated token
-            # comes out of this pass (a pass sooner: the time to first token of a server's requests)
-            if take == s.unread and room > 0 and n_out < self.ctx.params.n_outputs_max:
-                n_out += 1
-                firsts.append((s, len(toks)))
-                toks.append(s.tokens[-1])
-                pos.append(len(s.tokens) - 1)
-                seqs.append(s.seq)
-                outs.append(True)
-                room -= 1
+        batch = lay_out(dec, drafts, masks, pre, n_batch=self.ctx.n_batch, n_outputs_max=self.ctx.params.n_outputs_max)
+        toks, chunks, n_decoding = batch.toks, batch.chunks, batch.n_decoding
         if not toks:
             return done
         # run at a larger size where the curve says it is cheaper (filler tokens, dropped after it)
         size = self.costs.pass_size(len(toks)) if self.costs is not None else len(toks)
         t = time.perf_counter()
         try:
-            filler = self.ctx.decode_many(toks, pos, seqs, outs, pad=size - len(toks))
+            filler = self.ctx.decode_many(toks, batch.pos, batch.seqs, batch.outs, pad=size - len(toks))
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
         except Exception as exc:  # noqa: BLE001 - the pass failed: it ends the sequences it carried
@@ -256,8 +207,8 @@ class Scheduler(Admission):
             if s.decoding:
                 s.stats.prompt_seconds = time.perf_counter() - s.t_admit
         share = t_draft / max(1, len(dec))
-        verify = [(s, d, b, share, m) for s, d, b, m in zip(dec, drafts, base, masks)]
-        verify += [(s, Drafted.nothing(), b, 0.0, None) for s, b in firsts]  # drafted nothing: no drafting time
+        verify = [(s, d, b, share, m) for s, d, b, m in zip(dec, drafts, batch.base, masks)]
+        verify += [(s, Drafted.nothing(), b, 0.0, None) for s, b in batch.firsts]  # drafted nothing: no drafting time
         for s, d, b, drafting, m in verify:
             try:
                 ended = self._verify(s, d, b, dt, drafting, m)
@@ -266,6 +217,22 @@ class Scheduler(Admission):
             if ended is not None:
                 done.append(ended)
         return done
+
+    def _masks(self, dec: list[SeqSlot], drafts: list[Drafted], done: list) -> list[PassMasks | None]:
+        """Under a grammar, each draft cut to what it allows (in ``drafts``, in place) and the masks
+        along the cut draft, as one object (``PassMasks``: why no kept token can be one the grammar
+        forbids). A grammar that faults here ends its sequence before the pass (into ``done``)."""
+        masks: list[PassMasks | None] = []  # rows the grammar decides alone get no logits
+        for i, (s, d) in enumerate(zip(dec, drafts)):
+            try:
+                m = PassMasks.along(s.constraint, d.proposal) if s.constraint is not None else None
+            except Exception as exc:  # noqa: BLE001 - this sequence's fault alone
+                done.append(self._fault(s, exc))
+                m = None
+            if m is not None:
+                drafts[i] = d.cut(m.proposal)
+            masks.append(m)
+        return masks
 
     def _drafts(self, dec: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Drafted]:
         """The pass's drafts (``PassDrafter``). A drafter that faults is set aside for the sequence

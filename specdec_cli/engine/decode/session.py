@@ -34,7 +34,7 @@ from ..llama.context import Context
 from ..policy.costmodel import CostModel
 from ..result import TracePoint
 from ..stats import GenerationStats
-from ..structured.constraint import PassMasks, draft_under, through_end
+from ..structured.pass_masks import PassMasks, draft_under, through_end
 from ..verify.rollback import CacheRollback
 from ..verify.verifiers import Proposal, Sampler, Verifier
 

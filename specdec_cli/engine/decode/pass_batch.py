@@ -1,0 +1,66 @@
+"""The rows of one target pass, laid out: each decoding sequence's last token and its draft, then
+chunks of the prompts still being read, each chunk that ends its prompt followed by the prompt's
+last token, so that the first generated token comes out of this pass (a pass sooner: the time
+to first token of a server's requests).
+
+Apart from ``scheduler.py``, which decides what goes in a pass and takes back what it did not
+keep: this is only the arithmetic of positions, sequence ids and which rows want logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..structured.pass_masks import PassMasks
+from .jobs import SeqSlot
+from .pass_drafts import Drafted
+
+
+@dataclass
+class PassBatch:
+    """The tokens of one pass with their positions, sequences and whether each wants logits."""
+
+    toks: list[int] = field(default_factory=list)
+    pos: list[int] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    outs: list[bool] = field(default_factory=list)
+    base: list[int] = field(default_factory=list)  # each decoding sequence's first row
+    n_decoding: int = 0  # rows of the decoding sequences
+    chunks: list[tuple[SeqSlot, int]] = field(default_factory=list)  # (prompt read, tokens of it in this pass)
+    firsts: list[tuple[SeqSlot, int]] = field(default_factory=list)  # prompts read to their end: (slot, row)
+
+    def add(self, token: int, pos: int, seq: int, out: bool) -> None:
+        self.toks.append(token)
+        self.pos.append(pos)
+        self.seqs.append(seq)
+        self.outs.append(out)
+
+
+def lay_out(dec: list[SeqSlot], drafts: list[Drafted], masks: list[PassMasks | None], pre: list[SeqSlot],
+            *, n_batch: int, n_outputs_max: int) -> PassBatch:
+    """The pass over ``dec`` (with ``drafts``, cut to ``masks``) and as much of ``pre``'s prompts
+    as fits in ``n_batch`` tokens and ``n_outputs_max`` logits rows."""
+    b = PassBatch()
+    for s, d, m in zip(dec, drafts, masks):
+        b.base.append(len(b.toks))
+        # rows the grammar decides alone need no logits, unless their log-probabilities are asked
+        wanted = m.wanted() if m is not None and s.gen.logprobs is None else None
+        for i, t in enumerate([s.tokens[-1], *d.proposal.tokens]):
+            b.add(t, s.n_cached + i, s.seq, wanted is None or wanted[i])
+    b.n_decoding = len(b.toks)
+    room = n_batch - len(b.toks)
+    n_out = len(b.toks)  # every decoding token has its logits row
+    for s in pre:
+        take = min(room, s.unread)
+        if take <= 0:
+            break
+        for p in range(s.n_cached, s.n_cached + take):
+            b.add(s.tokens[p], p, s.seq, False)
+        b.chunks.append((s, take))
+        room -= take
+        if take == s.unread and room > 0 and n_out < n_outputs_max:
+            n_out += 1
+            b.firsts.append((s, len(b.toks)))
+            b.add(s.tokens[-1], len(s.tokens) - 1, s.seq, True)
+            room -= 1
+    return b
