@@ -111,9 +111,11 @@ class GenerationStats:
             mine.extend([0] * (len(theirs) - len(mine)))
             for i, v in enumerate(theirs):
                 mine[i] += v
-        for mine, theirs in ((self.steps_by_drafter, other.steps_by_drafter), (self.draft_lengths, other.draft_lengths)):
-            for k, v in theirs.items():
-                mine[k] = mine.get(k, 0) + v
+        counts: tuple[tuple[dict, dict], ...] = ((self.steps_by_drafter, other.steps_by_drafter),
+                                                 (self.draft_lengths, other.draft_lengths))
+        for mine_by, theirs_by in counts:
+            for k, v in theirs_by.items():
+                mine_by[k] = mine_by.get(k, 0) + v
         self.restored_steps.extend(len(self.steps) + i for i in other.restored_steps)
         self.steps.extend(other.steps)
         if self.first_token_seconds is None:

@@ -56,7 +56,7 @@ _HEADS = (Method.EAGLE3, Method.DFLASH, Method.DSPARK)
 
 
 # ``--method`` of ``run``: auto (chosen per step from the measured costs), or one method forced
-RunMethod = Choice("RunMethod", {"AUTO": "auto", **{m.name: m.value for m in Method}})
+RunMethod = Choice("RunMethod", {"AUTO": "auto", **{m.name: m.value for m in Method}})  # type: ignore[call-overload]  # Enum's functional API, which mypy does not model on a subclass
 
 
 def forced_method(choice: str | None) -> Method | None:

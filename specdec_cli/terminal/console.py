@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -84,7 +85,7 @@ class _GuardedStdout:
     def __init__(self, stream) -> None:
         self._stream = stream
 
-    def _fail(self, exc: OSError):
+    def _fail(self, exc: OSError) -> NoReturn:
         silence_stdout(self._stream)
         raise OutputError(
             f"cannot write to stdout: {exc.strerror or exc}",

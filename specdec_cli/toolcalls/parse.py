@@ -258,6 +258,7 @@ class ToolParser:
         """Between calls: another call (the separator and the next call's opening), the close,
         or (with no close) the end."""
         s = self.syntax
+        sep = s.sep or ()
         self.calls[-1].complete = True
         options = []
         if s.sep is not None:
@@ -267,7 +268,7 @@ class ToolParser:
         for kind, text in options:
             if text and self.buf.startswith(text):
                 if kind == "next":
-                    self.buf = self.buf[len("".join(p.text for p in s.sep)):]
+                    self.buf = self.buf[len("".join(p.text for p in sep)):]
                     self.plan = [_NEXT_CALL]
                 else:
                     self.buf = self.buf[len(text):]

@@ -27,7 +27,7 @@ class ReplyStream:
         self.req = req
         self.loose = loose or {}
         self.parser = ToolParser(syntax) if syntax is not None and req is not None and req.active else None
-        self.hold = fenced and self.parser is not None and req.choice.mode == "auto"
+        self.hold = fenced and self.parser is not None and req is not None and req.choice.mode == "auto"
         self.held: list[str] = []  # content that may yet be a fenced call
         self.fallback: ParsedCall | None = None
 
@@ -67,7 +67,7 @@ class ReplyStream:
                 out.append(e)
         if final and self.hold:
             text = "".join(self.held)
-            call = fenced_call(text, self.req) if text else None
+            call = fenced_call(text, self.req) if text and self.req is not None else None
             if call is not None:
                 self.fallback = call
                 self.held, self.hold = [], False

@@ -60,7 +60,9 @@ class CallSyntax:
     @property
     def trigger(self) -> str:
         """The text that starts the calls: what a reply's free text may not write by chance."""
-        return (self.open + self.call)[0].text
+        first = (self.open + self.call)[0]
+        assert isinstance(first, Lit)  # checked in __post_init__
+        return first.text
 
     @property
     def parallel(self) -> bool:

@@ -167,7 +167,7 @@ class ChatPrompter:
             else:
                 head = self._transcripts[best][0]
                 self._transcripts.move_to_end(best)
-        if head is None:
+        if head is None or best is None:
             return checked(rendered.tokens(self.model), self.n_ctx)
         return checked(head + rendered.tokens(self.model, start=len(best)), self.n_ctx)
 

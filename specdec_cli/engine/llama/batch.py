@@ -46,6 +46,7 @@ class ExtBatch(FreedOnCollect):
         ll = bindings()
         row = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)  # alive until copied
         if token is None:
+            assert row is not None, "a row alone needs its embedding"
             idx = ll.llama_batch_ext_add_embd(self._ptr, SEQ, _embd(row))
         else:
             idx = ll.llama_batch_ext_add_token(self._ptr, SEQ, token)

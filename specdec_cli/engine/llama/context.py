@@ -239,7 +239,8 @@ class Context(ContextMemory, FreedOnCollect):
         ptr = bindings().llama_get_logits_ith(self._ptr, i)
         if not ptr:
             raise SpecdecError(f"llama.cpp returned no logits for output {i}")
-        return np.frombuffer(ctypes.cast(ptr, self._logits_ptr_type).contents, dtype=np.float32)
+        # a ctypes array is a buffer, which numpy's stubs do not say of it
+        return np.frombuffer(ctypes.cast(ptr, self._logits_ptr_type).contents, dtype=np.float32)  # type: ignore[call-overload]
 
     # --- hidden states for draft heads (llama-ext.h) -----------------------------------------
     def extract_layer_inputs(self, layer: int, enabled: bool = True) -> None:

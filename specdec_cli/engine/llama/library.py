@@ -20,10 +20,11 @@ from collections import deque
 from ...errors import SpecdecError
 from ...terminal import interrupts
 
+_IMPORT_ERROR: Exception | None
 try:  # import lazily-failing so `specdec pairs/inspect/check` work without the native library
     import llama_cpp as _ll
 except Exception as exc:  # pragma: no cover - exercised only on broken installs
-    _ll = None
+    _ll = None  # type: ignore[assignment]  # bindings() raises _IMPORT_ERROR instead
     _IMPORT_ERROR = exc
 else:
     _IMPORT_ERROR = None

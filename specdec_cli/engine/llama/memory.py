@@ -13,17 +13,31 @@ Part of the FFI boundary (``library.py`` says which modules call llama.cpp).
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ...errors import SpecdecError
 from ...models.memory_kinds import Rollback
 from ...terminal import interrupts
 from .library import SEQ, bindings
 
+if TYPE_CHECKING:
+    from .model import Model
+
 STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent (or SWA) part of a state
 
 
 class ContextMemory:
     """The memory half of ``Context``: positions, sequences and state checkpoints."""
+
+    # set by ``Context.__init__`` (``context.py``), which owns the context these calls act on
+    _ptr: Any  # the llama_context
+    _mem: Any  # its llama_memory
+    model: Model  # the model the context runs
+    n_rs_seq: int  # the recurrent-state snapshots llama.cpp granted per sequence
+    _tracks: bool  # whether what sequence 0 holds is followed at all (``_held``)
+    _held: list[int] | None  # the tokens sequence 0 holds at positions 0.., None when unknown
+    decode: Callable[..., int]  # ``Context.decode``: a pass (the rollback probe runs one)
 
     def _note_held(self, tokens: list[int], pos0: int) -> None:
         held = self._held

@@ -124,7 +124,7 @@ def settled(samples: list[dict]) -> CostModel:
     return model
 
 
-def _checked(samples: list[dict]) -> dict:
+def _checked(samples: object) -> dict:
     if not samples or not isinstance(samples, list):
         raise ValueError("no samples")
     for s in samples:

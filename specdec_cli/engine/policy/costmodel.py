@@ -219,7 +219,7 @@ class CostModel:
         return [(b, self.pass_seconds(b), self.pass_seconds(b) / one) for b in (sizes or self._sizes)]
 
     def to_dict(self) -> dict:
-        out = {
+        out: dict[str, object] = {
             "source": self.source,
             "pass_ms": {str(b): round(s * self._scale * 1e3, 3) for b, s in sorted(self._pass.items())},
             "draft_ms_per_token": {k: round(v * 1e3, 3) for k, v in self.drafts.items()},

@@ -28,6 +28,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import llguidance
 import llguidance.numpy as llg_np
@@ -37,10 +38,13 @@ from llguidance import LLMatcher, LLTokenizer
 from ...errors import UsageError
 from ...terminal.constraint_args import ConstraintSpec
 
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
+
 # JSON comes out as Python's json.dumps writes it: no free whitespace (a small model can
 # otherwise loop on newlines), so the structure between values is forced and costs no
 # decode steps. A schema's own "x-guidance" object overrides these.
-JSON_DEFAULTS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+JSON_DEFAULTS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 _HINTS = {
     "json_schema": "llguidance supports most of JSON Schema 2020-12; see its docs/json_schema.md",

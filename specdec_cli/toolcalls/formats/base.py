@@ -47,7 +47,7 @@ class ToolFormat:
         of in a system message (for templates that refuse the system role)."""
         tools = [t.as_openai() for t in req.tools] if req is not None and req.active else None
         out = self.history(messages)
-        if tools and not self.describes_tools:
+        if tools and req is not None and not self.describes_tools:
             return _preamble(out, self.describe(req), system), None
         return out, tools
 
