@@ -219,19 +219,20 @@ def test_a_silent_stream_says_it_is_still_there():
     from types import SimpleNamespace
 
     from specdec_cli.serve.calls import Call
+    from specdec_cli.serve.events import Done, Idle, Text
 
     async def run():
         call = Call(SimpleNamespace(submit=lambda work: True), SimpleNamespace(accepted=lambda: None),
                     None, [1, 2], None, 0, 0.0)
         seen = []
-        async for kind, _ in call.events(idle=0.05):
-            seen.append(kind)
-            if seen.count("idle") == 2:
-                call.handle.put("text", "a")
-                call.handle.put("done", None)
+        async for event in call.events(idle=0.05):
+            seen.append(event)
+            if seen.count(Idle()) == 2:
+                call.handle.put(Text("a"))
+                call.handle.put(Done(None))
         return seen
 
-    assert asyncio.run(run()) == ["idle", "idle", "text", "done"]
+    assert asyncio.run(run()) == [Idle(), Idle(), Text("a"), Done(None)]
 
 
 def _histogram_counts(url: str) -> dict[str, float]:

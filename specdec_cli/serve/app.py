@@ -33,6 +33,7 @@ from . import messages_api, responses_api
 from .api_error import ApiError
 from .bodies import check_key, read_body
 from .calls import KEEPALIVE_SECONDS, Call
+from .events import Done, Failed, Idle, Logprobs, Text
 from .metrics import Metrics
 from .openai_out import Spelling, finish_reason, specdec_field, sse, usage
 from .request_log import RequestLog
@@ -199,21 +200,21 @@ async def _stream(call: Call, body, kind: str, rid: str, created: int, model: st
     try:
         if kind == "chat":
             yield chunk({"role": "assistant", "content": ""})
-        async for event, value in call.events(idle=KEEPALIVE_SECONDS):
-            if event == "idle":
+        async for event in call.events(idle=KEEPALIVE_SECONDS):
+            if isinstance(event, Idle):
                 yield ": keep-alive\n\n"  # an SSE comment: clients skip it
-            elif event == "logprobs":
-                pending.extend(value)
-            elif event == "text":
+            elif isinstance(event, Logprobs):
+                pending.extend(event.entries)
+            elif isinstance(event, Text):
                 if stream is None:
-                    yield chunk(text=value)
+                    yield chunk(text=event.text)
                 else:
-                    for e in stream.feed(value):
+                    for e in stream.feed(event.text):
                         yield chunk(spell.delta(e))
-            elif event == "error":
-                yield sse({"error": {"message": value, "type": "server_error"}})
-            elif event == "done":
-                result = value
+            elif isinstance(event, Failed):
+                yield sse({"error": {"message": event.message, "type": "server_error"}})
+            elif isinstance(event, Done):
+                result = event.result
                 reply = None
                 if stream is not None:
                     for e in stream.finish():

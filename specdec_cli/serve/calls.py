@@ -10,11 +10,13 @@ how they read a request and spell what comes back; this part is theirs in common
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 
 from . import request_log
 from .api_error import ApiError
+from .events import Done, EngineEvent, Failed, Idle, Text
 from .worker import Handle, Work
 
 DISCONNECT_POLL = 0.5  # seconds between checks that a client waiting for a whole reply is still there
@@ -34,42 +36,43 @@ class Call:
                            headers={"Retry-After": "1"})
         metrics.accepted()
 
-    async def events(self, request: Request | None = None, idle: float | None = None):
-        """(kind, value) as the engine sends them, up to "done" or "error"; with ``request``, a client
-        that went away while it waited cancels the call (a stream's client going away cancels
-        it through Starlette, which stops the stream). With ``idle``: ("idle", None) after that
-        many seconds without an event, for a stream to spell as its keep-alive."""
+    async def events(self, request: Request | None = None,
+                     idle: float | None = None) -> AsyncIterator[EngineEvent | Idle]:
+        """The engine's events as it sends them, up to ``Done`` or ``Failed``; with ``request``, a
+        client that went away while it waited cancels the call (a stream's client going away
+        cancels it through Starlette, which stops the stream). With ``idle``: an ``Idle`` after
+        that many seconds without an event, for a stream to spell as its keep-alive."""
         wait = DISCONNECT_POLL if request is not None else idle
         quiet = 0.0
         while True:
             try:
-                kind, value = await asyncio.wait_for(self.handle.events.get(), wait)
+                event = await asyncio.wait_for(self.handle.events.get(), wait)
             except asyncio.TimeoutError:
                 if request is not None and await request.is_disconnected():
                     self.cancel()
-                quiet += wait
+                quiet += wait or 0.0
                 if idle is not None and quiet >= idle:
                     quiet = 0.0
-                    yield "idle", None
+                    yield Idle()
                 continue
             quiet = 0.0
-            if kind == "error":  # the log line names the cause (a fault, or the engine stopping)
-                request_log.record(fault=value)
-            yield kind, value
-            if kind in ("done", "error"):
+            if isinstance(event, Failed):  # the log line names the cause (a fault, or the engine stopping)
+                request_log.record(fault=event.message)
+            yield event
+            if isinstance(event, (Done, Failed)):
                 return
 
     async def whole(self, request: Request):
         """The whole text and the result (a 500 if the engine stopped), the end recorded."""
         text: list[str] = []
-        async for kind, value in self.events(request):
-            if kind == "text":
-                text.append(value)
-            elif kind == "error":
-                raise ApiError(500, value, kind="server_error")
-            elif kind == "done":
-                self.finished(value)
-                return "".join(text), value
+        async for event in self.events(request):
+            if isinstance(event, Text):
+                text.append(event.text)
+            elif isinstance(event, Failed):
+                raise ApiError(500, event.message, kind="server_error")
+            elif isinstance(event, Done):
+                self.finished(event.result)
+                return "".join(text), event.result
         raise AssertionError("the engine's events end with done or error")
 
     def finished(self, result) -> None:

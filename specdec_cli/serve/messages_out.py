@@ -10,6 +10,7 @@ import json
 
 from ..toolcalls.parse import ArgsDelta, CallStart, Content, Reply
 from .calls import KEEPALIVE_SECONDS
+from .events import Done, Failed, Idle, Text
 
 
 class MessageSpelling:
@@ -97,25 +98,25 @@ async def stream_events(call, spell: MessageSpelling, n_prompt: int):
     try:
         yield event("message_start", {"message": spell.head(n_prompt)})
         yield event("ping", {})
-        async for kind, value in call.events(idle=KEEPALIVE_SECONDS):
-            if kind == "idle":
+        async for ev in call.events(idle=KEEPALIVE_SECONDS):
+            if isinstance(ev, Idle):
                 yield event("ping", {})  # Anthropic's own keep-alive
-            elif kind == "text":
-                for e in stream.feed(value):
+            elif isinstance(ev, Text):
+                for e in stream.feed(ev.text):
                     for line in spelled(e):
                         yield line
-            elif kind == "error":
-                yield event("error", {"error": {"type": "api_error", "message": value}})
-            elif kind == "done":
+            elif isinstance(ev, Failed):
+                yield event("error", {"error": {"type": "api_error", "message": ev.message}})
+            elif isinstance(ev, Done):
                 for e in stream.finish():
                     for line in spelled(e):
                         yield line
                 if block["kind"] is not None:
                     yield event("content_block_stop", {"index": block["index"]})
-                call.finished(value)
-                reason, sequence = spell.stop(value, stream.reply())  # only its calls are read
+                call.finished(ev.result)
+                reason, sequence = spell.stop(ev.result, stream.reply())  # only its calls are read
                 yield event("message_delta", {"delta": {"stop_reason": reason, "stop_sequence": sequence},
-                                              "usage": spell.usage(value)})
+                                              "usage": spell.usage(ev.result)})
                 yield event("message_stop", {})
         done = True
     finally:

@@ -10,6 +10,7 @@ import secrets
 
 from ..toolcalls.parse import ArgsDelta, CallStart, Content, Reply
 from .calls import KEEPALIVE_SECONDS
+from .events import Done, Failed, Idle, Text
 
 
 class ResponseSpelling:
@@ -135,26 +136,26 @@ async def stream_events(call, spell: ResponseSpelling, on_done):
     try:
         yield events.ev("response.created", response=spell.response([]))
         yield events.ev("response.in_progress", response=spell.response([]))
-        async for kind, value in call.events(idle=KEEPALIVE_SECONDS):
-            if kind == "idle":  # the API has no keep-alive event; this one is true and harmless to repeat
+        async for ev in call.events(idle=KEEPALIVE_SECONDS):
+            if isinstance(ev, Idle):  # the API has no keep-alive event; this one is true and harmless to repeat
                 yield events.ev("response.in_progress", response=spell.response(events.output))
-            elif kind == "text":
-                text.append(value)
-                for e in stream.feed(value):
+            elif isinstance(ev, Text):
+                text.append(ev.text)
+                for e in stream.feed(ev.text):
                     for line in events.spelled(e):
                         yield line
-            elif kind == "error":
-                yield events.ev("error", code="server_error", message=value, param=None)
-            elif kind == "done":
+            elif isinstance(ev, Failed):
+                yield events.ev("error", code="server_error", message=ev.message, param=None)
+            elif isinstance(ev, Done):
                 for e in stream.finish():
                     for line in events.spelled(e):
                         yield line
                 for line in events.close():
                     yield line
-                call.finished(value)
+                call.finished(ev.result)
                 reply = stream.reply("".join(text))
-                response = spell.response(events.output, value)  # the items as they were streamed
-                on_done(reply, value, response)
+                response = spell.response(events.output, ev.result)  # the items as they were streamed
+                on_done(reply, ev.result, response)
                 final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
                 yield events.ev(final, response=response)
         done = True
