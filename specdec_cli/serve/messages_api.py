@@ -21,21 +21,19 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .api_error import ApiError
-from .bodies import read_body
+from .bodies import read_body, validated
 from .calls import Call
 from .messages_out import MessageSpelling, stream_events
-from .schemas import ChatRequest
+from .schemas import ChatRequest, RequestBody
 
 
-class MessagesRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class MessagesRequest(RequestBody):
     model: str | None = None
     max_tokens: int = Field(ge=1)  # required, as Anthropic requires it
     system: str | list[Any] | None = None
@@ -194,11 +192,7 @@ class Door:
 
     async def _turn(self, request: Request, model_cls):
         body = await read_body(request, model_cls, self.api_key)
-        try:
-            chat = ChatRequest.model_validate(to_chat(body))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise ApiError(400, f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+        chat = validated(ChatRequest, to_chat(body))
         return body, chat, await self.prepared(self.chat_turn, chat)
 
     async def count_tokens(self, request: Request) -> Response:

@@ -24,23 +24,21 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .api_error import ApiError
-from .bodies import check_key, read_body
+from .bodies import check_key, read_body, validated
 from .calls import Call
 from .responses_out import ResponseSpelling, assistant_message, stream_events
-from .schemas import ChatRequest
+from .schemas import ChatRequest, RequestBody
 
 STORE_MAX = 512  # responses kept for previous_response_id and GET, the oldest dropped first
 
 
-class ResponsesRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class ResponsesRequest(RequestBody):
     model: str | None = None
     input: str | list[Any]
     instructions: str | None = None
@@ -223,11 +221,7 @@ class Door:
                                    "memory while the server runs, the oldest dropped)", param="previous_response_id")
                 before = found[0]
             chat_dict, history = to_chat(body, before)
-            try:
-                chat = ChatRequest.model_validate(chat_dict)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                raise ApiError(400, f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+            chat = validated(ChatRequest, chat_dict)
             turn = await self.prepared(self.chat_turn, chat)
             gen = replace(self.make_gen(chat), grammar=turn.grammar, shown=turn.shown, logprobs=None)
             call = Call(self.worker, self.metrics, self.prompter, turn.tokens, gen, resolve_seed(None), arrived, turn)

@@ -15,9 +15,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
-class _Request(BaseModel):
+class RequestBody(BaseModel):
+    """Any route's body: unknown fields ignored, known ones that cannot be honoured refused."""
+
     model_config = ConfigDict(extra="ignore")
 
+    def unsupported(self) -> tuple[str, str] | None:
+        """(parameter, why) for a known field set to something this server cannot do."""
+        return None
+
+
+class _Request(RequestBody):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
