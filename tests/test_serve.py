@@ -218,18 +218,24 @@ def test_a_silent_stream_says_it_is_still_there():
     import asyncio
     from types import SimpleNamespace
 
-    from specdec_cli.serve.calls import Call
+    from specdec_cli.engine.options import GenOptions
     from specdec_cli.serve.events import Done, Idle, Text
+    from specdec_cli.serve.generation import Ready
+    from specdec_cli.serve.lifecycle import ServeContext, submit
+    from specdec_cli.serve.schemas import CompletionRequest
 
     async def run():
-        call = Call(SimpleNamespace(submit=lambda work: True), SimpleNamespace(accepted=lambda: None),
-                    None, [1, 2], None, 0, 0.0)
+        submitted = []
+        ctx = ServeContext(SimpleNamespace(submit=lambda work: submitted.append(work) or True),
+                           SimpleNamespace(accepted=lambda: None), None, lambda body: GenOptions(), "m", None)
+        generation = submit(ctx, Ready(CompletionRequest(prompt="x"), [1, 2]), 0.0)
+        assert [w.tokens for w in submitted] == [[1, 2]] and submitted[0].handle is generation.handle
         seen = []
-        async for event in call.events(idle=0.05):
+        async for event in generation.events(idle=0.05):
             seen.append(event)
             if seen.count(Idle()) == 2:
-                call.handle.put(Text("a"))
-                call.handle.put(Done(None))
+                generation.handle.put(Text("a"))
+                generation.handle.put(Done(None))
         return seen
 
     assert asyncio.run(run()) == [Idle(), Idle(), Text("a"), Done(None)]

@@ -10,9 +10,14 @@ becomes a 400 with an OpenAI error object naming the parameter (``app.py``).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..terminal.constraint_args import ConstraintSpec
+from ..toolcalls.request import closed
+from .api_error import ApiError
 
 
 class RequestBody(BaseModel):
@@ -62,6 +67,26 @@ class _Request(RequestBody):
     def include_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.get("include_usage"))
 
+    def response_constraint(self) -> ConstraintSpec | None:
+        """``response_format``: json_object and json_schema become a JSON Schema the output obeys."""
+        fmt = self.response_format or {"type": "text"}
+        kind = fmt.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return ConstraintSpec("json_schema", '{"type": "object"}', "response_format")
+        if kind == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+            schema = fmt["json_schema"].get("schema", True)
+            if fmt["json_schema"].get("strict") is True:  # OpenAI's strict: objects take no other keys
+                schema = closed(schema)
+            return ConstraintSpec("json_schema", json.dumps(schema), "response_format.json_schema")
+        raise ApiError(400, "response_format takes type text, json_object, or json_schema with a "
+                       "json_schema object", param="response_format")
+
+    def n_logprobs(self) -> int | None:
+        """How many alternatives each kept token's log-probability comes with (None: none asked)."""
+        return None
+
     def unsupported(self) -> tuple[str, str] | None:
         """(parameter, why) for a known field set to something this server cannot do."""
         if self.n != 1:
@@ -106,7 +131,6 @@ class ChatRequest(_Request):
         return None
 
     def n_logprobs(self) -> int | None:
-        """How many alternatives each kept token's log-probability comes with (None: none asked)."""
         return (self.top_logprobs or 0) if self.logprobs else None
 
 
