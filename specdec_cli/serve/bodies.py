@@ -1,7 +1,10 @@
 """Reading a request body the same way on every route: the key (``Authorization: Bearer`` as
 OpenAI's clients send it, ``x-api-key`` as Anthropic's do), the size, the JSON and how deep it
 nests, then the route's pydantic model and the fields it knows but cannot honour. Every
-failure is an ``ApiError`` (401, 413 or 400) raised before the model is touched."""
+failure is an ``ApiError`` (401, 413 or 400) raised before the model is touched. What pydantic
+finds wrong becomes a 400 one way only (``validated``), for a client's body and for the chat
+request a Messages or Responses body is translated into: whichever API a client speaks, the
+error names the field to fix."""
 
 from __future__ import annotations
 

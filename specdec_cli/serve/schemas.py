@@ -5,7 +5,8 @@ ignored, as OpenAI-compatible servers do. A field the server knows but cannot ho
 (``logit_bias``, ``n`` above 1, penalties, audio, ...) is refused with a 400 that names it
 (``unsupported``), never dropped in silence: the client would get an answer to a question it
 did not ask. What is checked here is what a request must hold to be run at all; each failure
-becomes a 400 with an OpenAI error object naming the parameter (``app.py``).
+becomes a 400 naming the parameter (``bodies.validated``). ``ChatRequest`` is also the common
+request the Messages and Responses bodies are translated into, so these checks hold for them too.
 """
 
 from __future__ import annotations

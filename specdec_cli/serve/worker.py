@@ -5,8 +5,8 @@ settings with any grammar compiled, a ``Handle``) to ``submit``, having rendered
 it on its own side; this loop turns it into a scheduler job and steps the scheduler whenever
 there is work, so requests that arrive while others decode join the next pass (continuous
 batching). Everything it has to say goes back through the request's ``Handle``, an asyncio
-queue fed thread-safely: the text as it becomes final, the kept tokens' log-probabilities
-when asked, and the result.
+queue fed thread-safely with typed events (``events.py``): the text as it becomes final, the
+kept tokens' log-probabilities when asked, and the result or the error that ended it.
 
 The loop runs on the process's main thread and HTTP on a helper thread, not the other way
 round: llama.cpp's passes ran 11% slower when called from a helper thread (the same two jobs
