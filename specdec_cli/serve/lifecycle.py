@@ -70,7 +70,8 @@ class ServeContext:
     api_key: str | None  # None: any key, or none, is accepted
 
 
-def endpoint(handler: Handler, error_response: Callable[[ApiError], Response]) -> Callable[[Request], Awaitable[Response]]:
+def endpoint(handler: Handler,
+             error_response: Callable[[ApiError], Response]) -> Callable[[Request], Awaitable[Response]]:
     """A route's function: ``handler(request, arrived)``, a request it refuses or cannot run
     answered as ``error_response`` spells it (the route's API's error object). ``arrived``:
     when the request came in, which its time to first token counts from."""

@@ -8,9 +8,10 @@ A Messages body becomes a Chat Completions body (``to_chat``): ``system`` the fi
 chat's auto / required / named / none, ``stop_sequences`` its stops. From there the request is
 rendered, constrained and run exactly as a chat request (``lifecycle.py``: one tool parser, one
 grammar, one stream driver); only the reply is spelled Anthropic's way (``messages_out.py``),
-and every error is Anthropic's error object, a field it names said in its message. What the API has and this server cannot do is refused by name:
-extended ``thinking``, image and document blocks, server tools (``bash_20250124``, web search).
-Claude Code's attribution block in ``system`` is read as the metadata it is (``BILLING_LINE``).
+and every error is Anthropic's error object, a field it names said in its message. What the API
+has and this server cannot do is refused by name: extended ``thinking``, image and document
+blocks, server tools (``bash_20250124``, web search). Claude Code's attribution block in
+``system`` is read as the metadata it is (``BILLING_LINE``).
 """
 
 from __future__ import annotations

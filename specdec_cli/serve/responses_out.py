@@ -1,10 +1,11 @@
 """OpenAI's Responses shapes, written from what the engine did (``ResponsesWire``): the response
 object with its ``output`` items (a ``message`` with ``output_text``, ``function_call`` items),
 whole or as the typed, numbered server-sent events (``response.created`` ...
-``response.completed``). The text and calls come from the turn's ``ReplyStream``, as on the
-chat routes; here they are only spelled. When each thing is said is the driver's
-(``lifecycle.py``); what is kept of a response for ``previous_response_id`` is the API's
-(``responses_api.py``), handed the reply as the chat message a stored conversation continues from (``wire.chat_message``).
+``response.completed``). The text and calls come from the turn's ``ReplyStream``, as on the chat
+routes; here they are only spelled. When each thing is said is the driver's (``lifecycle.py``);
+what is kept of a response for ``previous_response_id`` is the API's (``responses_api.py``),
+handed the reply as the chat message a stored conversation continues from
+(``wire.chat_message``).
 """
 
 from __future__ import annotations

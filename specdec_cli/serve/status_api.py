@@ -1,5 +1,5 @@
 """``GET /v1/models``, ``/health`` and ``/metrics``: what the server serves, whether it is serving,
-and what it has done. None of them touches the engine; ``/health`` and ``/metrics`` take no key
+and what it has done. None of them decodes; ``/health`` and ``/metrics`` take no key
 (a load balancer and a scraper have none) and write no log line (``request_log.QUIET_PATHS``).
 """
 
@@ -13,6 +13,8 @@ from .lifecycle import ServeContext
 
 
 class StatusApi:
+    """The three routes' handlers, over the server's context."""
+
     def __init__(self, ctx: ServeContext):
         self.ctx = ctx
 
