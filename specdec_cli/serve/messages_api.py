@@ -63,7 +63,7 @@ BILLING_LINE = "x-anthropic-billing-header:"
 
 
 class CountRequest(MessagesRequest):
-    max_tokens: int | None = Field(default=None, ge=1)  # count_tokens takes none
+    max_tokens: int | None = Field(default=None, ge=1)  # type: ignore[assignment]  # count_tokens takes none
 
 
 def to_chat(body: MessagesRequest) -> dict:

@@ -15,6 +15,8 @@ from .api_error import ApiError
 from .wire import CallIds
 
 if TYPE_CHECKING:
+    from starlette.responses import Response
+
     from ..engine.result import Result
     from ..engine.verify.logprobs import TokenLogprob
 
@@ -54,13 +56,15 @@ class MessagesWire:
     ``content_block_stop``, then ``message_delta`` with the stop reason and usage, and
     ``message_stop``; a ``ping`` (Anthropic's own keep-alive) in a silence."""
 
-    error_response = staticmethod(ApiError.anthropic)  # Anthropic's error object
-
     def __init__(self, mid: str, model: str, ids: CallIds, n_prompt: int):
         """``n_prompt``: the prompt's tokens, which ``message_start`` announces."""
         self.mid, self.model, self.ids, self.n_prompt = mid, model, ids, n_prompt
         self.block = -1  # the open content block's index
         self.block_kind: str | None = None  # ... and its type (None: no block open yet)
+
+    @staticmethod
+    def error_response(exc: ApiError) -> Response:
+        return exc.anthropic()  # Anthropic's error object
 
     def head(self, n_prompt: int) -> dict:
         """The message as ``message_start`` announces it: no content yet."""

@@ -19,6 +19,8 @@ from .api_error import ApiError
 from .wire import CallIds, chat_message, specdec_field
 
 if TYPE_CHECKING:
+    from starlette.responses import Response
+
     from ..engine.result import Result
     from ..engine.verify.logprobs import TokenLogprob
 
@@ -84,7 +86,6 @@ class _Chunks:
 
     whole_object = ""  # the "object" of a whole answer, and of a stream's chunks
     chunk_object = ""
-    error_response = staticmethod(ApiError.response)  # OpenAI's error object
 
     def __init__(self, rid: str, created: int, model: str, tokens: TokenSpelling, ids: CallIds, include_usage: bool):
         self.rid, self.created, self.model = rid, created, model
@@ -103,6 +104,10 @@ class _Chunks:
     def _last_chunk(self, finish: str, figures: dict) -> str:
         """The chunk with the finish reason, and what the engine did (``specdec``)."""
         raise NotImplementedError
+
+    @staticmethod
+    def error_response(exc: ApiError) -> Response:
+        return exc.response()  # OpenAI's error object
 
     def keepalive(self) -> str:
         return ": keep-alive\n\n"  # an SSE comment: clients skip it

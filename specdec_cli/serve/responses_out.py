@@ -20,6 +20,8 @@ from .api_error import ApiError
 from .wire import CallIds, chat_message
 
 if TYPE_CHECKING:
+    from starlette.responses import Response
+
     from ..engine.result import Result
     from ..engine.verify.logprobs import TokenLogprob
 
@@ -54,8 +56,6 @@ class ResponsesWire:
     ``output_item.added``, its deltas and ``.done`` events, then ``response.completed`` (or
     ``.incomplete``) with the whole object; each event numbered (``sequence_number``)."""
 
-    error_response = staticmethod(ApiError.response)  # OpenAI's error object
-
     def __init__(self, rid: str, created: int, model: str, ids: CallIds, echo: dict, keep: Keep | None):
         """``echo``: the request's settings a response repeats (instructions, tools, text, ...);
         ``keep``: where the finished response goes for ``previous_response_id`` and GET (None: not stored)."""
@@ -64,6 +64,10 @@ class ResponsesWire:
         self.n = 0  # events sent
         self.output: list[dict] = []  # items done
         self.open: dict | None = None  # the item being written: {"kind", "index", "text" | "name"/"args"}
+
+    @staticmethod
+    def error_response(exc: ApiError) -> Response:
+        return exc.response()  # OpenAI's error object
 
     def response(self, output: list[dict], result: Result | None = None) -> dict:
         """The response object; without ``result`` it is still in progress."""
@@ -87,7 +91,8 @@ class ResponsesWire:
 
     def _close(self) -> list[str]:
         """End the item being written: its ``.done`` events, and it joins the output."""
-        o, out = self.open, []
+        o = self.open
+        out: list[str] = []
         if o is None:
             return out
         at = len(self.output)

@@ -166,8 +166,8 @@ class Worker:
             self.cancelled += 1
             return
         job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen, sources=work.sources,
-                  on_text=lambda segs, h=handle: h.put(Text("".join(t for t, _ in segs))),
-                  on_logprobs=lambda got, h=handle: h.put(Logprobs(got)))
+                  on_text=lambda segs: handle.put(Text("".join(t for t, _ in segs))),
+                  on_logprobs=lambda got: handle.put(Logprobs(got)))
         if work.arrived is not None:
             job.arrived = work.arrived
         job.ready = work.ready
