@@ -241,7 +241,7 @@ def test_a_silent_stream_says_it_is_still_there():
     assert asyncio.run(run()) == [Idle(), Idle(), Text("a"), Done(None)]
 
 
-def test_one_stream_driver_ends_each_api_s_stream_with_its_own_error():
+def test_one_stream_driver_ends_every_api_stream_with_its_own_error():
     """A fault ends a streamed request with an error in its API's format: the same driver
     (``lifecycle.drive``) spells the text, then the error, through each API's wire, and the
     stream ends there without cancelling anything."""
