@@ -218,20 +218,75 @@ def test_a_silent_stream_says_it_is_still_there():
     import asyncio
     from types import SimpleNamespace
 
-    from specdec_cli.serve.calls import Call
+    from specdec_cli.engine.options import GenOptions
+    from specdec_cli.serve.events import Done, Idle, Text
+    from specdec_cli.serve.generation import Ready
+    from specdec_cli.serve.lifecycle import ServeContext, submit
+    from specdec_cli.serve.schemas import CompletionRequest
 
     async def run():
-        call = Call(SimpleNamespace(submit=lambda work: True), SimpleNamespace(accepted=lambda: None),
-                    None, [1, 2], None, 0, 0.0)
+        submitted = []
+        ctx = ServeContext(SimpleNamespace(submit=lambda work: submitted.append(work) or True),
+                           SimpleNamespace(accepted=lambda: None), None, lambda body: GenOptions(), "m", None)
+        generation = submit(ctx, Ready(CompletionRequest(prompt="x"), [1, 2]), 0.0)
+        assert [w.tokens for w in submitted] == [[1, 2]] and submitted[0].handle is generation.handle
         seen = []
-        async for kind, _ in call.events(idle=0.05):
-            seen.append(kind)
-            if seen.count("idle") == 2:
-                call.handle.put("text", "a")
-                call.handle.put("done", None)
+        async for event in generation.events(idle=0.05):
+            seen.append(event)
+            if seen.count(Idle()) == 2:
+                generation.handle.put(Text("a"))
+                generation.handle.put(Done(None))
         return seen
 
-    assert asyncio.run(run()) == ["idle", "idle", "text", "done"]
+    assert asyncio.run(run()) == [Idle(), Idle(), Text("a"), Done(None)]
+
+
+def test_one_stream_driver_ends_every_api_stream_with_its_own_error():
+    """A fault ends a streamed request with an error in its API's format: the same driver
+    (``lifecycle.drive``) spells the text, then the error, through each API's wire, and the
+    stream ends there without cancelling anything."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from specdec_cli.engine.options import GenOptions
+    from specdec_cli.serve.events import Failed, Text
+    from specdec_cli.serve.generation import Ready
+    from specdec_cli.serve.lifecycle import ServeContext, drive, submit
+    from specdec_cli.serve.messages_out import MessagesWire
+    from specdec_cli.serve.openai_out import ChatWire, CompletionWire, TokenSpelling
+    from specdec_cli.serve.responses_out import ResponsesWire
+    from specdec_cli.serve.schemas import CompletionRequest
+    from specdec_cli.serve.wire import CallIds
+
+    ids = CallIds(lambda: "call_1")
+    wires = {"chat": ChatWire("c", 0, "m", TokenSpelling(bytes), ids, False),
+             "completion": CompletionWire("c", 0, "m", TokenSpelling(bytes), ids, False),
+             "messages": MessagesWire("msg", "m", ids, 1), "responses": ResponsesWire("r", 0, "m", ids, {}, None)}
+
+    async def run(wire) -> tuple[list[str], bool]:
+        ctx = ServeContext(SimpleNamespace(submit=lambda work: True), SimpleNamespace(accepted=lambda: None),
+                           None, lambda body: GenOptions(), "m", None)
+        generation = submit(ctx, Ready(CompletionRequest(prompt="x", stream=True), [1]), 0.0)
+        generation.handle.put(Text("hi"))
+        generation.handle.put(Failed("boom"))
+        return [line async for line in drive(ctx, generation, wire)], generation.handle.cancelled
+
+    got = {name: asyncio.run(run(wire)) for name, wire in wires.items()}
+    assert not any(cancelled for _, cancelled in got.values())
+    datas = {name: [json.loads(x[6:]) for line in lines for x in line.splitlines() if x.startswith("data: {")]
+             for name, (lines, _) in got.items()}
+    for name in ("chat", "completion"):
+        assert got[name][0][-1] == "data: [DONE]\n\n"
+        assert datas[name][-1] == {"error": {"message": "boom", "type": "server_error"}}
+    assert datas["chat"][-2]["choices"][0]["delta"] == {"content": "hi"}
+    assert datas["completion"][-2]["choices"][0]["text"] == "hi"
+    assert got["messages"][0][-1].startswith("event: error\n")
+    assert datas["messages"][-1] == {"type": "error", "error": {"type": "api_error", "message": "boom"}}
+    assert [d["type"] for d in datas["messages"]][:2] == ["message_start", "ping"]
+    assert got["responses"][0][-1].startswith("event: error\n")
+    assert datas["responses"][-1] == {"type": "error", "sequence_number": len(datas["responses"]) - 1,
+                                      "code": "server_error", "message": "boom", "param": None}
+    assert [d["sequence_number"] for d in datas["responses"]] == list(range(len(datas["responses"])))
 
 
 def _histogram_counts(url: str) -> dict[str, float]:

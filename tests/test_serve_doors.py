@@ -42,6 +42,9 @@ def test_three_doors_give_the_same_text_and_the_same_call(server):
     assert chat.choices[0].finish_reason == "length" and resp.status == "incomplete" \
         and mess.stop_reason == "max_tokens"
     assert resp.usage.output_tokens == mess.usage.output_tokens == chat.usage.completion_tokens == 24
+    # every whole answer passes through one function (lifecycle.final_answer): the engine's figures on each
+    figures = [a.model_extra["specdec"] for a in (chat, resp, mess)]
+    assert [f["stop_reason"] for f in figures] == ["length"] * 3 and all(f["ttft"] > 0 for f in figures)
 
     ask = [{"role": "user", "content": ASK}]
     call = oa.chat.completions.create(model="x", messages=ask, tools=[WEATHER], tool_choice="required",
@@ -132,10 +135,18 @@ def test_anthropic_messages_stream_tool_round_trip_and_count_tokens(server):
         billed = [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.197.665; cch={cch};"},
                   {"type": "text", "text": "Be brief."}]
         assert cl.messages.count_tokens(model="x", messages=ask, system=billed).input_tokens == plain.input_tokens
-    stopped = cl.messages.create(model="x", messages=[{"role": "user", "content": "hello world this is the cat"}],
-                                 max_tokens=40, extra_body=GREEDY, stop_sequences=["the"])
-    if stopped.stop_reason == "stop_sequence":
-        assert stopped.stop_sequence == "the"
+    # a stop sequence taken from what the model writes without one: the reply must end before it
+    hello = dict(model="x", messages=[{"role": "user", "content": "hello world this is the cat"}], max_tokens=40,
+                 extra_body=GREEDY)
+    written = cl.messages.create(**hello).content[0].text
+    assert len(written) >= 8, written
+    stop = written[4:8]
+    stopped = cl.messages.create(**hello, stop_sequences=[stop])
+    with cl.messages.stream(**hello, stop_sequences=[stop]) as stream:
+        streamed_stop = stream.get_final_message()
+    for reply in (stopped, streamed_stop):
+        assert reply.stop_reason == "stop_sequence" and reply.stop_sequence == stop, reply
+        assert "".join(b.text for b in reply.content if b.type == "text") == written[: written.find(stop)]
 
 
 def test_each_door_refuses_bad_requests_in_its_own_format(server):
@@ -153,19 +164,40 @@ def test_each_door_refuses_bad_requests_in_its_own_format(server):
     r = httpx.post(f"{url}/v1/responses", json={"model": "x", "input": "hi", "previous_response_id": "resp_nope"})
     assert r.status_code == 404 and r.json()["error"]["param"] == "previous_response_id"
     assert httpx.get(f"{url}/v1/responses/resp_nope").status_code == 404
-    for body in [{"messages": [{"role": "user", "content": "hi"}]},  # no max_tokens
-                 {"max_tokens": 8, "messages": [{"role": "user", "content": [
-                     {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "x"}]}]},
-                 {"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-                 {"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
-                  "tools": [{"type": "bash_20250124", "name": "bash"}]},
-                 {"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
-                  "thinking": {"type": "enabled", "budget_tokens": 1024}}]:
+    # Anthropic's error object has no param: the field is named at the start of the message
+    for body, param, words in [
+            ({"messages": [{"role": "user", "content": "hi"}]}, "max_tokens", "Field required"),
+            ({"max_tokens": 8, "messages": [{"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "x"}]}]}, "messages[0].content[0]",
+             '"toolu_nope"'),
+            ({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+             "messages[0].content[0]", '"image" block is not supported'),
+            ({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+              "tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0]", '"bash_20250124"'),
+            ({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+              "thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking", "not supported")]:
         r = httpx.post(f"{url}/v1/messages", json={"model": "x", **body})
         assert r.status_code == 400 and r.json()["type"] == "error", r.text
-        assert r.json()["error"]["type"] == "invalid_request_error"
+        error = r.json()["error"]
+        assert error["type"] == "invalid_request_error", r.text
+        assert error["message"].startswith(f"{param}: ") and words in error["message"], (param, r.text)
     reminded = httpx.post(f"{url}/v1/messages", json={"model": "x", "max_tokens": 2, "messages": [  # as Claude Code
         {"role": "user", "content": "hi"}, {"role": "system", "content": "a reminder"}]})
     assert reminded.status_code == 200, reminded.text
     with pytest.raises(anthropic.BadRequestError):
         _claude(server).messages.create(model="x", messages=[{"role": "user", "content": "hi"}], max_tokens=0)
+
+
+def test_a_translated_body_that_fails_the_chat_checks_names_its_field():
+    """Messages and Responses bodies become a chat request, checked as a client's own chat body is
+    (``bodies.validated``): a failure there names the field too, not only a status."""
+    from specdec_cli.serve.api_error import ApiError
+    from specdec_cli.serve.bodies import validated
+    from specdec_cli.serve.messages_api import MessagesRequest, to_chat
+    from specdec_cli.serve.schemas import ChatRequest
+
+    body = MessagesRequest.model_validate({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+                                           "stop_sequences": ["a", "b", "c", "d", "e"]})
+    with pytest.raises(ApiError) as err:
+        validated(ChatRequest, to_chat(body))
+    assert err.value.status == 400 and err.value.param == "stop" and "up to 4" in err.value.message

@@ -239,3 +239,25 @@ def test_a_reply_is_what_the_template_renders_for_it_next_turn(name):
 
 def test_every_family_is_listed_once():
     assert len({f.name for f in FAMILIES} | {Generic.name}) == len(FAMILIES) + 1
+
+
+def test_every_format_module_is_registered():
+    """A family written in ``formats/`` but left out of ``FAMILIES`` would never be picked: each
+    module's format is in ``FAMILIES``, or is the generic fallback ``format_for`` ends with."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import specdec_cli.toolcalls.formats as formats
+    from specdec_cli.toolcalls.formats.base import ToolFormat
+
+    registered = set(FAMILIES) | {Generic}
+    modules = [m.name for m in pkgutil.iter_modules(formats.__path__) if m.name != "base"]
+    assert len(modules) == len(registered), modules
+    for name in modules:
+        module = importlib.import_module(f"{formats.__name__}.{name}")
+        defined = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, ToolFormat)
+                   and c.__module__ == module.__name__]
+        assert defined, f"formats/{name}.py defines no ToolFormat"
+        assert set(defined) <= registered, f"formats/{name}.py: {defined} not in FAMILIES"
+    assert Generic not in FAMILIES and type(format_for("")) is Generic

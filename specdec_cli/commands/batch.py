@@ -147,12 +147,13 @@ def _write(i: int, item: PromptItem, result, meta: dict, parallel: int, turn=Non
 
 def _calls(result, turn) -> dict:
     """A line that offered tools: its reply's content and calls, as the server's message spells them."""
-    from ..serve.openai_out import Spelling, finish_reason
+    from ..serve.openai_out import finish_reason
+    from ..serve.wire import CallIds, chat_message
 
     if turn is None or not turn.tools:
         return {}
     reply = turn.read(result.text)
-    message = Spelling(None, turn.format.new_id).message(reply)
+    message = chat_message(reply, CallIds(turn.format.new_id))
     return {"content": message["content"], "tool_calls": message.get("tool_calls", []),
             "finish_reason": finish_reason(result, reply)}
 

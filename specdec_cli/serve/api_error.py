@@ -1,6 +1,7 @@
-"""A request the server will not run, and how each API spells that: OpenAI's error object on the
-OpenAI routes, Anthropic's on ``/v1/messages``. Raised wherever a request is checked; the route
-that caught it picks the spelling."""
+"""A request the server will not run, or could not finish, and how each API spells that: OpenAI's
+error object on the OpenAI routes, Anthropic's on ``/v1/messages``. Raised wherever a request
+is checked, submitted or answered whole, by code that need not know which API it serves; the
+route catches it (``lifecycle.endpoint``) and answers in its API's format (``Wire.error_response``)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,28 @@
 """Reading a request body the same way on every route: the key (``Authorization: Bearer`` as
 OpenAI's clients send it, ``x-api-key`` as Anthropic's do), the size, the JSON and how deep it
 nests, then the route's pydantic model and the fields it knows but cannot honour. Every
-failure is an ``ApiError`` (401, 413 or 400) raised before the model is touched."""
+failure is an ``ApiError`` (401, 413 or 400) raised before the model is touched. What pydantic
+finds wrong becomes a 400 one way only (``validated``), for a client's body and for the chat
+request a Messages or Responses body is translated into: whichever API a client speaks, the
+error names the field to fix."""
 
 from __future__ import annotations
 
 import json
 import secrets
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from .api_error import ApiError
+from .schemas import RequestBody
 
 MAX_BODY = 8 * 1024 * 1024  # bytes of a request body
 MAX_DEPTH = 64  # JSON nesting of a body: far past any real request, far short of Python's recursion limit
+
+B = TypeVar("B", bound=RequestBody)
+M = TypeVar("M", bound=BaseModel)
 
 
 def check_key(request: Request, api_key: str | None) -> None:
@@ -27,7 +35,7 @@ def check_key(request: Request, api_key: str | None) -> None:
                        kind="authentication_error")
 
 
-async def read_body(request: Request, model_cls, api_key: str | None):
+async def read_body(request: Request, model_cls: type[B], api_key: str | None) -> B:
     """The checked body of ``request`` as ``model_cls``."""
     check_key(request, api_key)
     size = request.headers.get("content-length")
@@ -46,17 +54,24 @@ async def read_body(request: Request, model_cls, api_key: str | None):
         raise ApiError(400, f"the body nests JSON more than {MAX_DEPTH} levels deep")
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object")
+    body = validated(model_cls, data)
+    refused = body.unsupported()
+    if refused is not None:
+        raise ApiError(400, refused[1], param=refused[0])
+    return body
+
+
+def validated(model_cls: type[M], data: dict) -> M:
+    """``data`` as ``model_cls``; the first thing pydantic finds wrong as a 400 naming its top-level
+    field as ``param``. The one mapping for every body: a client's own, and the chat request
+    that Messages and Responses bodies are translated into."""
     try:
-        body = model_cls.model_validate(data)
+        return model_cls.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"] if not isinstance(p, str) or p not in ("str", "list[str]"))
         param = str(err["loc"][0]) if err["loc"] else None
         raise ApiError(400, f"{where}: {err['msg']}" if where else err["msg"], param=param) from None
-    refused = body.unsupported()
-    if refused is not None:
-        raise ApiError(400, refused[1], param=refused[0])
-    return body
 
 
 def depth(value, limit: int = MAX_DEPTH) -> int:

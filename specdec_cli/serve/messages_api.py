@@ -6,36 +6,35 @@ A Messages body becomes a Chat Completions body (``to_chat``): ``system`` the fi
 ``tool_use`` blocks an assistant's ``tool_calls``, ``tool_result`` blocks ``tool`` messages,
 ``tools`` with ``input_schema`` function tools, ``tool_choice`` auto / any / tool / none the
 chat's auto / required / named / none, ``stop_sequences`` its stops. From there the request is
-rendered, constrained and run exactly as a chat request (one tool parser, one grammar, one
-stream assembly); only the reply is spelled Anthropic's way (``messages_out.py``). Errors are
-Anthropic's error object. What the API has and this server cannot do is refused by name:
-extended ``thinking``, image and document blocks, server tools (``bash_20250124``, web search).
-Claude Code's attribution block in ``system`` is read as the metadata it is (``BILLING_LINE``).
+rendered, constrained and run exactly as a chat request (``lifecycle.py``: one tool parser, one
+grammar, one stream driver); only the reply is spelled Anthropic's way (``messages_out.py``),
+and every error is Anthropic's error object, a field it names said in its message. What the API
+has and this server cannot do is refused by name: extended ``thinking``, image and document
+blocks, server tools (``bash_20250124``, web search). Claude Code's attribution block in
+``system`` is read as the metadata it is (``BILLING_LINE``).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import time
-from dataclasses import replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, Response
 
 from .api_error import ApiError
-from .bodies import read_body
-from .calls import Call
-from .messages_out import MessageSpelling, stream_events
-from .schemas import ChatRequest
+from .bodies import read_body, validated
+from .generation import Ready
+from .lifecycle import ServeContext, answer, ready_chat
+from .messages_out import MessagesWire
+from .schemas import ChatRequest, RequestBody
+from .wire import CallIds
 
 
-class MessagesRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class MessagesRequest(RequestBody):
     model: str | None = None
     max_tokens: int = Field(ge=1)  # required, as Anthropic requires it
     system: str | list[Any] | None = None
@@ -64,7 +63,7 @@ BILLING_LINE = "x-anthropic-billing-header:"
 
 
 class CountRequest(MessagesRequest):
-    max_tokens: int | None = Field(default=None, ge=1)  # count_tokens takes none
+    max_tokens: int | None = Field(default=None, ge=1)  # type: ignore[assignment]  # count_tokens takes none
 
 
 def to_chat(body: MessagesRequest) -> dict:
@@ -75,57 +74,9 @@ def to_chat(body: MessagesRequest) -> dict:
         system = "\n".join(b["text"] for b in body.system if not b["text"].startswith(BILLING_LINE))
     if system:
         messages.append({"role": "system", "content": system})
-    called: set[str] = set()
+    called: set[str] = set()  # the tool_use ids so far, which a tool_result must name
     for i, m in enumerate(body.messages):
-        at = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
-            raise ApiError(400, f"{at}: each message needs a role, user, assistant or system", param="messages")
-        role, content = m["role"], m.get("content")
-        if role == "system":  # Claude Code sends reminders as system messages between the turns
-            messages.append({"role": "system", "content": _text(content, at + ".content")})
-            continue
-        if isinstance(content, str):
-            messages.append({"role": role, "content": content})
-            continue
-        if not isinstance(content, list) or not content:
-            raise ApiError(400, f"{at}.content must be a string or a non-empty list of blocks", param="messages")
-        texts, calls, results = [], [], []
-        for j, block in enumerate(content):
-            kind = block.get("type") if isinstance(block, dict) else None
-            here = f"{at}.content[{j}]"
-            if kind == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
-            elif kind == "tool_use" and role == "assistant":
-                if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str) \
-                        or not isinstance(block.get("input"), dict):
-                    raise ApiError(400, f"{here}: a tool_use block needs id, name and an input object",
-                                   param="messages")
-                called.add(block["id"])
-                calls.append({"id": block["id"], "type": "function",
-                              "function": {"name": block["name"], "arguments": json.dumps(block["input"])}})
-            elif kind == "tool_result" and role == "user":
-                use = block.get("tool_use_id")
-                if use not in called:
-                    raise ApiError(400, f"{here}: tool_result for {json.dumps(use)}, which no earlier tool_use "
-                                   "block has as its id", param="messages")
-                out = block.get("content", "")
-                text = out if isinstance(out, str) else _text(out, here + ".content")
-                results.append({"role": "tool", "tool_call_id": use,
-                                "content": f"(error) {text}" if block.get("is_error") else text})
-            elif kind in ("thinking", "redacted_thinking") and role == "assistant":
-                continue  # this server writes none; a client echoing one back loses nothing
-            else:
-                raise ApiError(400, f"{here}: a {json.dumps(kind)} block is not supported in a {role} message "
-                               "(text, tool_use from the assistant, tool_result from the user)", param="messages")
-        if role == "assistant":
-            msg: dict = {"role": "assistant", "content": "\n".join(texts) if texts else None}
-            if calls:
-                msg["tool_calls"] = calls
-            messages.append(msg)
-        else:
-            messages += results
-            if texts:
-                messages.append({"role": "user", "content": "\n".join(texts)})
+        messages += _message(f"messages[{i}]", m, called)
     chat: dict = {"messages": messages, "max_tokens": body.max_tokens, "temperature": body.temperature,
                   "stream": body.stream}
     if body.stop_sequences:
@@ -141,6 +92,64 @@ def to_chat(body: MessagesRequest) -> dict:
         if parallel is not None:
             chat["parallel_tool_calls"] = parallel
     return chat
+
+
+
+def _message(at: str, m: Any, called: set[str]) -> list[dict]:
+    """One Messages message as chat messages (a user's ``tool_result`` blocks each a ``tool`` message)."""
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+        raise ApiError(400, f"{at}: each message needs a role, user, assistant or system", param="messages")
+    role, content = m["role"], m.get("content")
+    if role == "system":  # Claude Code sends reminders as system messages between the turns
+        return [{"role": "system", "content": _text(content, at + ".content")}]
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list) or not content:
+        raise ApiError(400, f"{at}.content must be a string or a non-empty list of blocks", param="messages")
+    blocks = _Blocks()
+    for j, block in enumerate(content):
+        blocks.add(f"{at}.content[{j}]", role, block, called)
+    if role == "assistant":
+        msg: dict = {"role": "assistant", "content": "\n".join(blocks.texts) if blocks.texts else None}
+        if blocks.calls:
+            msg["tool_calls"] = blocks.calls
+        return [msg]
+    return blocks.results + ([{"role": "user", "content": "\n".join(blocks.texts)}] if blocks.texts else [])
+
+
+@dataclass
+class _Blocks:
+    """One message's content blocks, sorted into what a chat request says apart."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)  # an assistant's tool_use blocks, as tool_calls
+    results: list[dict] = field(default_factory=list)  # a user's tool_result blocks, as tool messages
+
+    def add(self, here: str, role: str, block: Any, called: set[str]) -> None:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            self.texts.append(block["text"])
+        elif kind == "tool_use" and role == "assistant":
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str) \
+                    or not isinstance(block.get("input"), dict):
+                raise ApiError(400, f"{here}: a tool_use block needs id, name and an input object", param="messages")
+            called.add(block["id"])
+            self.calls.append({"id": block["id"], "type": "function",
+                               "function": {"name": block["name"], "arguments": json.dumps(block["input"])}})
+        elif kind == "tool_result" and role == "user":
+            use = block.get("tool_use_id")
+            if use not in called:
+                raise ApiError(400, f"{here}: tool_result for {json.dumps(use)}, which no earlier tool_use "
+                               "block has as its id", param="messages")
+            out = block.get("content", "")
+            text = out if isinstance(out, str) else _text(out, here + ".content")
+            self.results.append({"role": "tool", "tool_call_id": use,
+                                 "content": f"(error) {text}" if block.get("is_error") else text})
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            pass  # this server writes none; a client echoing one back loses nothing
+        else:
+            raise ApiError(400, f"{here}: a {json.dumps(kind)} block is not supported in a {role} message "
+                           "(text, tool_use from the assistant, tool_result from the user)", param="messages")
 
 
 def _text(value, at: str) -> str:
@@ -179,49 +188,23 @@ def _choice(choice: dict) -> tuple[Any, bool | None]:
     raise ApiError(400, "tool_choice takes type auto, any, tool (with a name) or none", param="tool_choice")
 
 
-class Door:
-    """The Messages routes, over the server's own request machinery: ``prepared(fn, body)`` runs
-    ``chat_turn(body)`` off the engine thread, its failures as 400s."""
+class MessagesApi:
+    """The Messages routes' handlers, over the server's context."""
 
-    def __init__(self, worker, metrics, prompter, make_gen, model: str, api_key: str | None, prepared, chat_turn):
-        self.worker, self.metrics, self.prompter = worker, metrics, prompter
-        self.make_gen, self.model, self.api_key = make_gen, model, api_key
-        self.prepared, self.chat_turn = prepared, chat_turn
+    def __init__(self, ctx: ServeContext):
+        self.ctx = ctx
 
-    def routes(self) -> list[Route]:
-        return [Route("/v1/messages", self.messages, methods=["POST"]),
-                Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"])]
+    async def _ready(self, request: Request, model_cls: type[MessagesRequest]) -> tuple[MessagesRequest, Ready]:
+        body = await read_body(request, model_cls, self.ctx.api_key)
+        return body, await ready_chat(self.ctx, validated(ChatRequest, to_chat(body)), param="messages")
 
-    async def _turn(self, request: Request, model_cls):
-        body = await read_body(request, model_cls, self.api_key)
-        try:
-            chat = ChatRequest.model_validate(to_chat(body))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise ApiError(400, f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
-        return body, chat, await self.prepared(self.chat_turn, chat)
+    async def create(self, request: Request, arrived: float) -> Response:
+        body, ready = await self._ready(request, MessagesRequest)
+        ctx = self.ctx
+        wire = MessagesWire(f"msg_{secrets.token_hex(12)}", ctx.model, CallIds(ctx.prompter.format.new_id),
+                            len(ready.tokens))
+        return await answer(ctx, request, ready, wire, arrived)
 
-    async def count_tokens(self, request: Request) -> Response:
-        try:
-            _body, _chat, turn = await self._turn(request, CountRequest)
-        except ApiError as exc:
-            return exc.anthropic()
-        return JSONResponse({"input_tokens": len(turn.tokens)})
-
-    async def messages(self, request: Request) -> Response:
-        from ..engine.verify.verifiers import resolve_seed
-
-        arrived = time.perf_counter()
-        try:
-            body, chat, turn = await self._turn(request, MessagesRequest)
-            gen = replace(self.make_gen(chat), grammar=turn.grammar, shown=turn.shown, logprobs=None)
-            call = Call(self.worker, self.metrics, self.prompter, turn.tokens, gen, resolve_seed(None), arrived, turn)
-            spell = MessageSpelling(f"msg_{secrets.token_hex(12)}", self.model, self.prompter.format.new_id,
-                                    body.stop_sequences or [])
-            if body.stream:
-                return StreamingResponse(stream_events(call, spell, len(turn.tokens)),
-                                         media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-            text, result = await call.whole(request)
-            return JSONResponse(spell.message(turn.read(text), result))
-        except ApiError as exc:
-            return exc.anthropic()
+    async def count_tokens(self, request: Request, arrived: float) -> Response:
+        _body, ready = await self._ready(request, CountRequest)
+        return JSONResponse({"input_tokens": len(ready.tokens)})

@@ -1,48 +1,48 @@
-"""OpenAI's response shapes, written from what the engine did: a chat completion or a text
-completion, whole or as server-sent chunks; the message with its tool calls, the finish
-reason, the usage, and the log-probabilities.
+"""OpenAI's own two response shapes, written from what the engine did: a chat completion and a
+text completion, each whole or as server-sent chunks (``ChatWire``, ``CompletionWire``).
 
-Each fact is computed once here and only spelled per shape: the finish reason is "tool_calls"
-when the reply called a tool (else "length" when the budget or the context ran out, else
-"stop"), a call's id is given when its name is first known and kept for the stream and the
-final message alike, and a streamed reply's deltas come from the same ``ReplyStream`` a whole
-one is read through (``toolcalls/stream.py``).
+Each fact is computed once and only spelled per shape: the finish reason is "length" when the
+budget or the context ran out, else "tool_calls" when the reply called a tool, else "stop";
+a call's id is given when its name is first known and kept for the stream and the final
+message alike (``wire.CallIds``); the kept tokens' log-probabilities ride on the next chunk
+after the pass that kept them. When each thing is said is the driver's (``lifecycle.py``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..toolcalls.parse import ArgsDelta, CallStart, Content, Reply
+from .api_error import ApiError
+from .wire import CallIds, chat_message, specdec_field
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
+    from ..engine.result import Result
+    from ..engine.verify.logprobs import TokenLogprob
 
 
-class Spelling:
-    """How one response spells tokens and calls: the target's token pieces for log-probabilities,
-    the tool-call family's ids."""
+class TokenSpelling:
+    """Log-probabilities in OpenAI's two shapes, each token spelled by the target's own pieces."""
 
-    def __init__(self, piece, new_id):
+    def __init__(self, piece: Callable[[int], bytes]):
         self.piece = piece
-        self.new_id = new_id
-        self.ids: list[str] = []  # one per call, in order
 
-    def call_id(self, index: int) -> str:
-        while len(self.ids) <= index:
-            self.ids.append(self.new_id())
-        return self.ids[index]
-
-    # --- log-probabilities -----------------------------------------------------------------
     def _entry(self, token: int, logprob: float) -> dict:
         raw = self.piece(token)
         return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
 
-    def chat_logprobs(self, entries) -> dict | None:
+    def chat(self, entries: list[TokenLogprob] | None) -> dict | None:
         if entries is None:
             return None
         return {"content": [{**self._entry(e.token, e.logprob),
                              "top_logprobs": [self._entry(t, lp) for t, lp in e.top]} for e in entries],
                 "refusal": None}
 
-    def text_logprobs(self, entries, offset: int = 0) -> dict | None:
+    def text(self, entries: list[TokenLogprob] | None, offset: int = 0) -> dict | None:
         """The completions endpoint's older shape: parallel lists, and offsets into the text."""
         if entries is None:
             return None
@@ -56,28 +56,8 @@ class Spelling:
                                  for e in entries] if any(e.top for e in entries) else None,
                 "text_offset": offsets}
 
-    # --- a whole reply ---------------------------------------------------------------------
-    def message(self, reply: Reply) -> dict:
-        msg: dict = {"role": "assistant", "content": reply.content}
-        if reply.calls:
-            msg["tool_calls"] = [{"id": self.call_id(i), "type": "function",
-                                  "function": {"name": c.name, "arguments": c.arguments}}
-                                 for i, c in enumerate(reply.calls)]
-        return msg
 
-    # --- a streamed reply ------------------------------------------------------------------
-    def delta(self, event) -> dict:
-        """One parser event as a chat chunk's delta."""
-        if isinstance(event, Content):
-            return {"content": event.text}
-        if isinstance(event, CallStart):
-            return {"tool_calls": [{"index": event.index, "id": self.call_id(event.index), "type": "function",
-                                    "function": {"name": event.name, "arguments": ""}}]}
-        assert isinstance(event, ArgsDelta)
-        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]}
-
-
-def finish_reason(result, reply: Reply | None = None) -> str:
+def finish_reason(result: Result, reply: Reply | None = None) -> str:
     """OpenAI's words: "length" when the budget or the context ran out (a call it cut keeps
     what was written of it), else "tool_calls" when the reply called, else "stop"."""
     if result.stats.stop_reason in ("length", "context"):
@@ -85,7 +65,7 @@ def finish_reason(result, reply: Reply | None = None) -> str:
     return "tool_calls" if reply is not None and reply.calls else "stop"
 
 
-def usage(result) -> dict:
+def usage(result: Result) -> dict:
     st = result.stats
     return {
         "prompt_tokens": st.n_prompt, "completion_tokens": st.n_generated,
@@ -96,14 +76,121 @@ def usage(result) -> dict:
     }
 
 
-def specdec_field(result) -> dict:
-    st = result.stats
-    return {"stop_reason": st.stop_reason, "steps_by_drafter": dict(st.steps_by_drafter),
-            "n_drafted": st.n_drafted, "n_accepted": st.n_accepted, "n_target_passes": st.n_target_passes,
-            "first_token_seconds": st.first_token_seconds, "tokens_per_second": st.tokens_per_second,
-            # from the request's arrival: to its first token, in the queue, and what happened up to the first token
-            "ttft": st.ttft_seconds, "queue_seconds": st.queue_seconds, "timeline": st.timeline}
-
-
-def sse(obj) -> str:
+def sse(obj: dict | str) -> str:
     return "data: " + (obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)) + "\n\n"
+
+
+class _Chunks:
+    """What OpenAI's chat and text completion wires share: the envelope, the log-probabilities
+    held for the next chunk, the keep-alive, the error and the end of a stream."""
+
+    whole_object = ""  # the "object" of a whole answer, and of a stream's chunks
+    chunk_object = ""
+
+    def __init__(self, rid: str, created: int, model: str, tokens: TokenSpelling, ids: CallIds, include_usage: bool):
+        self.rid, self.created, self.model = rid, created, model
+        self.tokens, self.ids, self.include_usage = tokens, ids, include_usage
+        self.pending: list[TokenLogprob] = []  # kept tokens' log-probabilities not yet sent
+
+    def _envelope(self, obj: str, choices: list[dict], **extra: object) -> dict:
+        return {"id": self.rid, "object": obj, "created": self.created, "model": self.model, "choices": choices,
+                **extra}
+
+    def _taken(self) -> list[TokenLogprob] | None:
+        """The log-probabilities the next chunk carries (None: none since the last)."""
+        taken, self.pending = self.pending or None, []
+        return taken
+
+    def _last_chunk(self, finish: str, figures: dict) -> str:
+        """The chunk with the finish reason, and what the engine did (``specdec``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def error_response(exc: ApiError) -> Response:
+        return exc.response()  # OpenAI's error object
+
+    def keepalive(self) -> str:
+        return ": keep-alive\n\n"  # an SSE comment: clients skip it
+
+    def logprobs(self, entries: list[TokenLogprob]) -> None:
+        self.pending.extend(entries)
+
+    def failed(self, message: str) -> list[str]:
+        return [sse({"error": {"message": message, "type": "server_error"}}), sse("[DONE]")]
+
+    def closing(self, result: Result, reply: Reply) -> list[str]:
+        out = [self._last_chunk(finish_reason(result, reply), specdec_field(result))]
+        if self.include_usage:
+            out.append(sse(self._envelope(self.chunk_object, [], usage=usage(result))))
+        return out + [sse("[DONE]")]
+
+    def remember(self, reply: Reply, answer: dict) -> None:
+        pass  # nothing is kept of an OpenAI answer
+
+
+class ChatWire(_Chunks):
+    """``/v1/chat/completions``: a message, or deltas (the role, content, each call's index, id and
+    name, then its arguments in pieces)."""
+
+    whole_object, chunk_object = "chat.completion", "chat.completion.chunk"
+
+    def _chunk(self, piece: dict, finish: str | None = None, **extra: object) -> str:
+        choice = {"index": 0, "finish_reason": finish, "logprobs": self.tokens.chat(self._taken()), "delta": piece}
+        return sse(self._envelope(self.chunk_object, [choice], **extra))
+
+    def _last_chunk(self, finish: str, figures: dict) -> str:
+        return self._chunk({}, finish, specdec=figures)
+
+    def opening(self) -> list[str]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def content(self, event: Content) -> list[str]:
+        return [self._chunk({"content": event.text})]
+
+    def call_start(self, event: CallStart) -> list[str]:
+        return [self._chunk({"tool_calls": [{"index": event.index, "id": self.ids(event.index), "type": "function",
+                                             "function": {"name": event.name, "arguments": ""}}]})]
+
+    def args_delta(self, event: ArgsDelta) -> list[str]:
+        return [self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]})]
+
+    def whole(self, reply: Reply, result: Result) -> dict:
+        choice = {"index": 0, "message": chat_message(reply, self.ids), "finish_reason": finish_reason(result, reply),
+                  "logprobs": self.tokens.chat(result.logprobs)}
+        return self._envelope(self.whole_object, [choice], usage=usage(result))
+
+
+class CompletionWire(_Chunks):
+    """``/v1/completions``: the text, whole or in pieces; its log-probabilities carry offsets into it."""
+
+    whole_object = chunk_object = "text_completion"
+
+    def __init__(self, rid: str, created: int, model: str, tokens: TokenSpelling, ids: CallIds, include_usage: bool):
+        super().__init__(rid, created, model, tokens, ids, include_usage)
+        self.offset = 0  # characters of text sent so far
+
+    def _chunk(self, piece: str, finish: str | None = None, **extra: object) -> str:
+        choice = {"index": 0, "finish_reason": finish, "logprobs": self.tokens.text(self._taken(), self.offset),
+                  "text": piece}
+        self.offset += len(piece)
+        return sse(self._envelope(self.chunk_object, [choice], **extra))
+
+    def _last_chunk(self, finish: str, figures: dict) -> str:
+        return self._chunk("", finish, specdec=figures)
+
+    def opening(self) -> list[str]:
+        return []
+
+    def content(self, event: Content) -> list[str]:
+        return [self._chunk(event.text)]
+
+    def call_start(self, event: CallStart) -> list[str]:
+        raise AssertionError("a completion's text is read without a tool parser")
+
+    def args_delta(self, event: ArgsDelta) -> list[str]:
+        raise AssertionError("a completion's text is read without a tool parser")
+
+    def whole(self, reply: Reply, result: Result) -> dict:
+        choice = {"index": 0, "text": reply.content or "", "finish_reason": finish_reason(result),
+                  "logprobs": self.tokens.text(result.logprobs)}
+        return self._envelope(self.whole_object, [choice], usage=usage(result))

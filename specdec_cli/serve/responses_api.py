@@ -21,26 +21,24 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, Response
 
 from .api_error import ApiError
-from .bodies import check_key, read_body
-from .calls import Call
-from .responses_out import ResponseSpelling, assistant_message, stream_events
-from .schemas import ChatRequest
+from .bodies import check_key, read_body, validated
+from .lifecycle import ServeContext, answer, ready_chat
+from .responses_out import ResponsesWire
+from .schemas import ChatRequest, RequestBody
+from .wire import CallIds
 
 STORE_MAX = 512  # responses kept for previous_response_id and GET, the oldest dropped first
 
 
-class ResponsesRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class ResponsesRequest(RequestBody):
     model: str | None = None
     input: str | list[Any]
     instructions: str | None = None
@@ -186,74 +184,50 @@ def _format(fmt) -> dict:
     raise ApiError(400, "text.format takes type text, json_object, or json_schema with a schema", param="text")
 
 
-class Door:
-    """The Responses routes, over the server's own request machinery (as ``messages_api.Door``)."""
+def _echo(body: ResponsesRequest) -> dict:
+    """The request's settings a response object repeats."""
+    return {"instructions": body.instructions, "tools": body.tools or [], "tool_choice": body.tool_choice or "auto",
+            "parallel_tool_calls": bool(body.parallel_tool_calls), "temperature": body.temperature,
+            "top_p": body.top_p, "max_output_tokens": body.max_output_tokens,
+            "previous_response_id": body.previous_response_id, "store": body.store,
+            "text": body.text or {"format": {"type": "text"}}, "truncation": "disabled",
+            "metadata": body.metadata or {}, "reasoning": None}
 
-    def __init__(self, worker, metrics, prompter, make_gen, model: str, api_key: str | None, prepared, chat_turn):
-        self.worker, self.metrics, self.prompter = worker, metrics, prompter
-        self.make_gen, self.model, self.api_key = make_gen, model, api_key
-        self.prepared, self.chat_turn = prepared, chat_turn
+
+class ResponsesApi:
+    """The Responses routes' handlers, over the server's context, and the responses they keep."""
+
+    def __init__(self, ctx: ServeContext):
+        self.ctx = ctx
         self.store = ResponseStore()
 
-    def routes(self) -> list[Route]:
-        return [Route("/v1/responses", self.create, methods=["POST"]),
-                Route("/v1/responses/{rid}", self.retrieve, methods=["GET"])]
-
-    async def retrieve(self, request: Request) -> Response:
-        try:
-            check_key(request, self.api_key)
-            found = self.store.get(request.path_params["rid"])
-            if found is None:
-                raise ApiError(404, f"no stored response {request.path_params['rid']}", param="response_id")
-        except ApiError as exc:
-            return exc.response()
+    async def retrieve(self, request: Request, arrived: float) -> Response:
+        check_key(request, self.ctx.api_key)
+        found = self.store.get(request.path_params["rid"])
+        if found is None:
+            raise ApiError(404, f"no stored response {request.path_params['rid']}", param="response_id")
         return JSONResponse(found[1])
 
-    async def create(self, request: Request) -> Response:
-        from ..engine.verify.verifiers import resolve_seed
+    async def create(self, request: Request, arrived: float) -> Response:
+        ctx = self.ctx
+        body = await read_body(request, ResponsesRequest, ctx.api_key)
+        chat, history = to_chat(body, self._before(body))
+        ready = await ready_chat(ctx, validated(ChatRequest, chat), param="input")
+        rid = f"resp_{secrets.token_hex(12)}"
+        keep = partial(self._keep, rid, history) if body.store else None
+        wire = ResponsesWire(rid, int(time.time()), ctx.model, CallIds(ctx.prompter.format.new_id), _echo(body), keep)
+        return await answer(ctx, request, ready, wire, arrived)
 
-        arrived = time.perf_counter()
-        try:
-            body = await read_body(request, ResponsesRequest, self.api_key)
-            before: list[dict] = []
-            if body.previous_response_id is not None:
-                found = self.store.get(body.previous_response_id)
-                if found is None:
-                    raise ApiError(404, f"no stored response {body.previous_response_id} (responses are kept in "
-                                   "memory while the server runs, the oldest dropped)", param="previous_response_id")
-                before = found[0]
-            chat_dict, history = to_chat(body, before)
-            try:
-                chat = ChatRequest.model_validate(chat_dict)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                raise ApiError(400, f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
-            turn = await self.prepared(self.chat_turn, chat)
-            gen = replace(self.make_gen(chat), grammar=turn.grammar, shown=turn.shown, logprobs=None)
-            call = Call(self.worker, self.metrics, self.prompter, turn.tokens, gen, resolve_seed(None), arrived, turn)
-        except ApiError as exc:
-            return exc.response()
-        echo = {"instructions": body.instructions, "tools": body.tools or [], "tool_choice": body.tool_choice or "auto",
-                "parallel_tool_calls": bool(body.parallel_tool_calls), "temperature": body.temperature,
-                "top_p": body.top_p, "max_output_tokens": body.max_output_tokens,
-                "previous_response_id": body.previous_response_id, "store": body.store,
-                "text": body.text or {"format": {"type": "text"}}, "truncation": "disabled",
-                "metadata": body.metadata or {}, "reasoning": None}
-        spell = ResponseSpelling(f"resp_{secrets.token_hex(12)}", int(time.time()), self.model,
-                                 self.prompter.format.new_id, echo)
+    def _before(self, body: ResponsesRequest) -> list[dict]:
+        """The conversation ``previous_response_id`` ended (none without one)."""
+        if body.previous_response_id is None:
+            return []
+        found = self.store.get(body.previous_response_id)
+        if found is None:
+            raise ApiError(404, f"no stored response {body.previous_response_id} (responses are kept in "
+                           "memory while the server runs, the oldest dropped)", param="previous_response_id")
+        return found[0]
 
-        def keep(reply, _result, response) -> None:
-            if body.store:
-                self.store.put(spell.rid, history + [assistant_message(reply, spell)], response)
-
-        if body.stream:
-            return StreamingResponse(stream_events(call, spell, keep), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        try:
-            text, result = await call.whole(request)
-        except ApiError as exc:
-            return exc.response()
-        reply = turn.read(text)
-        response = spell.response(spell.items(reply), result)
-        keep(reply, result, response)
-        return JSONResponse(response)
+    def _keep(self, rid: str, history: list[dict], reply: dict, response: dict) -> None:
+        """A finished response, and the conversation it ended (``history`` and its ``reply``)."""
+        self.store.put(rid, history + [reply], response)

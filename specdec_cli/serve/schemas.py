@@ -5,19 +5,33 @@ ignored, as OpenAI-compatible servers do. A field the server knows but cannot ho
 (``logit_bias``, ``n`` above 1, penalties, audio, ...) is refused with a 400 that names it
 (``unsupported``), never dropped in silence: the client would get an answer to a question it
 did not ask. What is checked here is what a request must hold to be run at all; each failure
-becomes a 400 with an OpenAI error object naming the parameter (``app.py``).
+becomes a 400 naming the parameter (``bodies.validated``). ``ChatRequest`` is also the common
+request the Messages and Responses bodies are translated into, so these checks hold for them too.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..terminal.constraint_args import ConstraintSpec
+from ..toolcalls.request import closed
+from .api_error import ApiError
 
-class _Request(BaseModel):
+
+class RequestBody(BaseModel):
+    """Any route's body: unknown fields ignored, known ones that cannot be honoured refused."""
+
     model_config = ConfigDict(extra="ignore")
 
+    def unsupported(self) -> tuple[str, str] | None:
+        """(parameter, why) for a known field set to something this server cannot do."""
+        return None
+
+
+class _Request(RequestBody):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -53,6 +67,26 @@ class _Request(BaseModel):
 
     def include_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.get("include_usage"))
+
+    def response_constraint(self) -> ConstraintSpec | None:
+        """``response_format``: json_object and json_schema become a JSON Schema the output obeys."""
+        fmt = self.response_format or {"type": "text"}
+        kind = fmt.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return ConstraintSpec("json_schema", '{"type": "object"}', "response_format")
+        if kind == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+            schema = fmt["json_schema"].get("schema", True)
+            if fmt["json_schema"].get("strict") is True:  # OpenAI's strict: objects take no other keys
+                schema = closed(schema)
+            return ConstraintSpec("json_schema", json.dumps(schema), "response_format.json_schema")
+        raise ApiError(400, "response_format takes type text, json_object, or json_schema with a "
+                       "json_schema object", param="response_format")
+
+    def n_logprobs(self) -> int | None:
+        """How many alternatives each kept token's log-probability comes with (None: none asked)."""
+        return None
 
     def unsupported(self) -> tuple[str, str] | None:
         """(parameter, why) for a known field set to something this server cannot do."""
@@ -98,7 +132,6 @@ class ChatRequest(_Request):
         return None
 
     def n_logprobs(self) -> int | None:
-        """How many alternatives each kept token's log-probability comes with (None: none asked)."""
         return (self.top_logprobs or 0) if self.logprobs else None
 
 

@@ -5,8 +5,8 @@ settings with any grammar compiled, a ``Handle``) to ``submit``, having rendered
 it on its own side; this loop turns it into a scheduler job and steps the scheduler whenever
 there is work, so requests that arrive while others decode join the next pass (continuous
 batching). Everything it has to say goes back through the request's ``Handle``, an asyncio
-queue fed thread-safely: the text as it becomes final, the kept tokens' log-probabilities
-when asked, and the result.
+queue fed thread-safely with typed events (``events.py``): the text as it becomes final, the
+kept tokens' log-probabilities when asked, and the result or the error that ended it.
 
 The loop runs on the process's main thread and HTTP on a helper thread, not the other way
 round: llama.cpp's passes ran 11% slower when called from a helper thread (the same two jobs
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..engine.decode.scheduler import Job
 from ..engine.errors import fault_message
+from .events import Done, EngineEvent, Failed, Logprobs, Text
 
 
 class Handle:
@@ -39,14 +40,14 @@ class Handle:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self.events: asyncio.Queue = asyncio.Queue()
+        self.events: asyncio.Queue[EngineEvent] = asyncio.Queue()
         self.job: Job | None = None
         self.cancelled = False
 
-    def put(self, kind: str, value=None) -> None:
-        """From the engine thread: ("text", str), ("logprobs", [TokenLogprob]), ("done", Result), ("error", str):
+    def put(self, event: EngineEvent) -> None:
+        """From the engine thread: ``Text``, ``Logprobs``, then ``Done`` with the result, or ``Failed``:
         the engine stopped, or a fault ended this request alone (``fault_message``)."""
-        self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
+        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
 
     def cancel(self) -> None:
         """From the HTTP side: the client went away; the job ends at the engine's next step."""
@@ -134,13 +135,13 @@ class Worker:
                         if result.stats.stop_reason == "error":
                             self.faulted += 1
                             if handle is not None:
-                                handle.put("error", fault_message(result.stats.fault))
+                                handle.put(Failed(fault_message(result.stats.fault)))
                         elif handle is not None:
-                            handle.put("done", result)
+                            handle.put(Done(result))
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear of it
             self.failed = exc
             for handle in self._handles.values():
-                handle.put("error", f"the engine stopped: {exc}")
+                handle.put(Failed(f"the engine stopped: {exc}"))
             self._handles.clear()
             raise
         finally:
@@ -165,8 +166,8 @@ class Worker:
             self.cancelled += 1
             return
         job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen, sources=work.sources,
-                  on_text=lambda segs, h=handle: h.put("text", "".join(t for t, _ in segs)),
-                  on_logprobs=lambda got, h=handle: h.put("logprobs", got))
+                  on_text=lambda segs: handle.put(Text("".join(t for t, _ in segs))),
+                  on_logprobs=lambda got: handle.put(Logprobs(got)))
         if work.arrived is not None:
             job.arrived = work.arrived
         job.ready = work.ready
@@ -181,6 +182,6 @@ class Worker:
                 work = self.inbox.get_nowait()
             except queue.Empty:
                 break
-            work.handle.put("error", "the server is shutting down")
+            work.handle.put(Failed("the server is shutting down"))
         for job in [s.job for s in self.scheduler.slots if s.job is not None] + list(self.scheduler.waiting):
             job.cancelled = True
