@@ -24,6 +24,7 @@ Authorization) to assert what did or did not reach the server.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -391,7 +392,5 @@ class _Handler(BaseHTTPRequestHandler):
         if stall is not None and cut == stall[0]:
             stall[1].wait(timeout=60)
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

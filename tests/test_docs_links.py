@@ -34,9 +34,9 @@ def prose_lines(text: str):
                 fence = m.group(1)
                 continue
             yield number, line
-        elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-            if not line.strip()[len(m.group(1)):].strip():  # a closing fence carries no info string
-                fence = None
+        elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                and not line.strip()[len(m.group(1)):].strip():  # a closing fence carries no info string
+            fence = None
 
 
 def slug(heading: str) -> str:

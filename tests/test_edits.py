@@ -142,7 +142,7 @@ def test_a_markdown_table_with_outer_pipes():
 def test_nothing_is_proposed_when_the_output_does_not_follow_the_source():
     v = Vocab()
     tr = start(v, "please summarise : " + CODE)
-    for w in "the function adds one and then doubles the value before it returns".split():
+    for w in ["the", "function", "adds", "one", "and", "then", "doubles", "the", "value", "before", "it", "returns"]:
         tr.extend(v(w))
         assert tr.propose(5) == []
     assert not tr.aligned
@@ -195,7 +195,7 @@ def test_a_long_source_with_many_repeats_stays_fast():
     tr.begin(src)
     t0 = time.perf_counter()
     kept = 0
-    for i, t in enumerate(out):
+    for _i, t in enumerate(out):
         drafts = tr.propose(8)
         kept += bool(drafts) and drafts[0].token == t
         tr.extend([t])

@@ -21,7 +21,7 @@ from specdec_cli.engine.verify.verifiers import GreedyVerifier, SamplingParams
 from specdec_cli.errors import UsageError
 
 EXACT = dict(flash_attn="off", cache_type_k="f32", cache_type_v="f32")
-WORDS = "the and of to in is it that for on with as was hello world this are be at or you".split()
+WORDS = ["the", "and", "of", "to", "in", "is", "it", "that", "for", "on", "with", "as", "was", "hello", "world", "this", "are", "be", "at", "or", "you"]
 
 
 def random_prompts(n: int, seed: int = 0) -> list[str]:

@@ -11,10 +11,11 @@ a model anyway.
 
 from __future__ import annotations
 
-try:
+import contextlib
+
+# a broken install is reported where a model is loaded, not here
+with contextlib.suppress(Exception):
     import llama_cpp  # noqa: F401  (imported for its side effect: the native libraries load first)
-except Exception:  # pragma: no cover - a broken install is reported where a model is loaded
-    pass
 
 import gguf  # noqa: E402
 

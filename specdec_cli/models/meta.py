@@ -317,7 +317,7 @@ def read_gguf(path: str | Path) -> GGUFInfo:
     if not path.is_file():
         raise _open_error(path)
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - opened apart so that an OSError is one line; closed by the with below
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}", hint="check the file's permissions") from None
     with f:

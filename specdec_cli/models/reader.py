@@ -306,9 +306,9 @@ def _check_vocab_arrays(kv: dict) -> None:
 def _check_tensor_data(tensors: list[TensorInfo], size: int) -> None:
     worst = None
     for t in tensors:
-        if t.n_bytes is not None and t.offset + t.n_bytes > size:
-            if worst is None or t.offset + t.n_bytes > worst.offset + worst.n_bytes:
-                worst = t
+        if t.n_bytes is not None and t.offset + t.n_bytes > size and \
+                (worst is None or t.offset + t.n_bytes > worst.offset + worst.n_bytes):
+            worst = t
     if worst is not None:
         raise _Truncated(
             f"tensor data ends at byte {worst.offset + worst.n_bytes} "

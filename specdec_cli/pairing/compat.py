@@ -226,10 +226,8 @@ def _check_head_shape(target: GGUFInfo, draft: GGUFInfo, method: str) -> list[st
     layers = info.get("target_layers")
     if method == "eagle3" and layers is not None and len(layers) != 3:
         errors.append(f"an eagle3 draft needs exactly 3 target layers, this one records {len(layers)}")
-    if method == "eagle3":
-        width = info.get("target_hidden_size")
-    else:  # dflash/dspark feed target states of the draft's own width
-        width = info.get("target_hidden_size") or draft.n_embd
+    # dflash/dspark feed target states of the draft's own width
+    width = info.get("target_hidden_size") if method == "eagle3" else info.get("target_hidden_size") or draft.n_embd
     if width and target.n_embd and width != target.n_embd:
         errors.append(f"the {method} draft expects target hidden size {width}, the target has {target.n_embd}")
     if layers and target.n_layer is not None:

@@ -77,7 +77,7 @@ class PairEntry:
 
 def _token_matches(ours: str, theirs: str) -> bool:
     ours, theirs = ours.strip().lower(), theirs.strip().lower()
-    return ours == WILDCARD or ours == theirs
+    return ours in (WILDCARD, theirs)
 
 
 @dataclass

@@ -10,6 +10,7 @@ truncated write, an entry of the wrong shape) is a warning and is ignored, and t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -95,10 +96,8 @@ def save_tuned(target: Path, draft: Path, tuned: Tuned, warn: Warn | None = None
     data, unusable = _load_all(warn)
     path = tuned_path()
     if unusable:
-        try:
+        with contextlib.suppress(OSError):  # overwritten below
             path.replace(path.with_name(path.name + ".bad"))
-        except OSError:
-            pass  # overwritten below
     tuned.saved_at = tuned.saved_at or time.strftime("%Y-%m-%dT%H:%M:%S")
     data[pair_key(target, draft)] = asdict(tuned)
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import NoReturn
 
 from rich.console import Console
@@ -30,10 +30,8 @@ def ansi_ok(stream) -> bool:
 
 
 def _to_stderr(*args, **kwargs) -> None:
-    try:
+    with suppress(OSError):
         err.print(*args, **kwargs)
-    except OSError:
-        pass
 
 
 def note(message: str) -> None:
@@ -47,10 +45,8 @@ def warn(message: str) -> None:
 
 def write_err(text: str) -> None:
     """Text on stderr as it is (no markup, no style): help shown for a call with no arguments."""
-    try:
+    with suppress(OSError):
         sys.stderr.write(text.rstrip("\n") + "\n")
-    except OSError:
-        pass
 
 
 def error_line(message: str) -> None:

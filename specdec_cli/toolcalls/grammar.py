@@ -74,10 +74,7 @@ def call_grammar(syntax: CallSyntax, req: ToolRequest, specials: Mapping[str, in
     more = f"({seq(syntax.sep, 0)} call)*" if syntax.sep is not None and req.parallel else ""
     close = seq(syntax.close, 0)
     lines.append(f"calls: {seq(syntax.open, 0)} call {more} {close}")
-    if lead:
-        first = " | ".join(f"tail_{i}" for i in range(len(tools)))
-    else:
-        first = f"{seq(syntax.open[1:], 0)} call"
+    first = " | ".join(f"tail_{i}" for i in range(len(tools))) if lead else f"{seq(syntax.open[1:], 0)} call"
     lines.append(f"after_trigger: ({first}) {more} {close}")
 
     if req.must_call:

@@ -165,7 +165,7 @@ class EditTracker:
         """(rule, context) for each rule that may apply where the copy is to write ``src[pos]``:
         insertions after ``src[pos - 1]`` and rules whose pattern starts at ``pos``."""
         src, found = self.src, []
-        if 0 < pos and not edited:
+        if pos > 0 and not edited:
             found += [(r, src[pos] if pos < len(src) else -1) for r in self.inserts.get(src[pos - 1], ())]
         if pos < len(src):
             ctx = src[pos - 1] if pos > 0 else -1

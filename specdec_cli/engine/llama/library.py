@@ -13,6 +13,7 @@ logging) are handled once.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from collections import deque
@@ -197,8 +198,6 @@ class FreedOnCollect:
         pass
 
     def __del__(self):  # pragma: no cover - best effort at interpreter exit
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 

@@ -20,6 +20,7 @@ shows what it holds and what it decides, and ``--reset`` empties it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -211,10 +212,8 @@ def save_cached(key: str, model: CostModel, warn: Callable[[str], None] | None =
 def reset() -> int:
     """Empty the cache; the number of entries it held."""
     entries = read_entries() or {}
-    try:
+    with contextlib.suppress(FileNotFoundError):
         cache_path().unlink()
-    except FileNotFoundError:
-        pass
     return len(entries)
 
 

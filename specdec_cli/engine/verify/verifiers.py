@@ -162,10 +162,7 @@ class Sampler:
         p = self.params
         n = logits.shape[0]
         k = p.top_k if 0 < p.top_k < n else n
-        if k < n:
-            ids = np.argpartition(logits, -k)[-k:]
-        else:
-            ids = np.arange(n)
+        ids = np.argpartition(logits, -k)[-k:] if k < n else np.arange(n)
         vals = logits[ids].astype(np.float64)
         order = np.argsort(-vals, kind="stable")
         ids, vals = ids[order], vals[order]
