@@ -1,25 +1,50 @@
 """Which sequence a new prompt takes, and which of its cells it need not compute: the admission
-half of the scheduler (``scheduler.py``), a mixin over its ``slots``, ``waiting``, ``ctx`` and
-``n_parallel``.
+half of the scheduler (``scheduler.py``), a part it owns, given the sequences, the context, the
+queue of waiting jobs and how to start a job on a sequence.
 
 A prompt continues the sequence whose cells it extends (the next turn of a conversation), or
 takes an empty or the least recently used one; either way it starts from the longest prefix any
 sequence holds, copied where it is not its own (``seq_cp`` tags cells in a unified cache, it
 computes nothing), or waits for a prompt that is still reading a longer shared prefix. Each
-request's timeline up to its first token is written here too (``_note``).
+request's timeline up to its first token is written here too (``SeqSlot.note``).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
+from collections.abc import Callable
 
-from .jobs import SeqSlot
+from ..llama.context import Context
+from .jobs import Job, SeqSlot
 
 SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
 
+# (slot, job, cells reused): the job takes the slot, whose first cells already hold its prompt's head
+StartJob = Callable[[SeqSlot, Job, int], None]
+
 
 class Admission:
-    def _admit(self) -> None:
+    """Admits waiting jobs onto free sequences, up to ``n_parallel`` running at once."""
+
+    def __init__(self, slots: list[SeqSlot], ctx: Context, waiting: deque[Job], start: StartJob, *,
+                 n_parallel: int):
+        """``slots`` and ``waiting`` are the scheduler's own, shared (it refills them in place);
+        ``start``: how a job takes a sequence (``Scheduler._start``)."""
+        self.slots = slots
+        self.ctx = ctx
+        self.waiting = waiting
+        self.start = start
+        self.n_parallel = n_parallel
+
+    @property
+    def running(self) -> int:
+        """Sequences running a job."""
+        return sum(s.job is not None for s in self.slots)
+
+    def admit(self) -> None:
+        """Start waiting jobs while fewer than ``n_parallel`` run, each from the longest prefix
+        any sequence holds, or waiting for a longer one another prompt is still reading."""
         while self.waiting and self.running < self.n_parallel:
             job = self.waiting.popleft()
             prompt = job.prompt
@@ -35,11 +60,11 @@ class Admission:
             else:
                 self.ctx.seq_rm(slot.seq, -1, -1)
                 self.ctx.seq_cp(src.seq, slot.seq, 0, best)
-            self._start(slot, job, best)
+            self.start(slot, job, best)
             if job.ready is not None:
                 slot.stats.timeline.append({"at": round(job.ready - job.arrived, 4), "event": "ready"})
-            self._note(slot, "admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,
-                       unread=slot.unread, running=self.running)
+            slot.note("admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,
+                      unread=slot.unread, running=self.running)
             # a longer prefix another prompt is still reading: wait for its cells rather than compute them twice
             for other in self.slots:
                 if other is slot or other.job is None or other.decoding:
@@ -48,19 +73,13 @@ class Admission:
                 if n >= best + SHARE_MIN and (slot.wait is None or n > slot.wait[1]):
                     slot.wait = (other, n)
             if slot.wait is not None:
-                self._note(slot, "waits", on=slot.wait[0].seq, cells=slot.wait[1])
-
-    def _note(self, slot: SeqSlot, event: str, **what) -> None:
-        """One line of a request's timeline (``GenerationStats.timeline``), up to its first token."""
-        if slot.stats.ttft_seconds is None:
-            slot.stats.timeline.append({"at": round(time.perf_counter() - slot.job.arrived, 4), "event": event,
-                                        **what})
+                slot.note("waits", on=slot.wait[0].seq, cells=slot.wait[1])
 
     def _place(self, prompt: list[int], limit: int) -> tuple[SeqSlot, int]:
         """The free sequence a prompt takes, and how many of its cells the prompt keeps in place.
         A sequence's cells are overwritten only where the prompt continues them (drops at most
         ``SHARE_MIN``: the next turn of that conversation; the longest such wins); otherwise the
-        prompt takes an empty or the least recently used sequence, and ``_admit`` copies its
+        prompt takes an empty or the least recently used sequence, and ``admit`` copies its
         prefix from wherever it is longest (a copy in a unified cache tags cells, it computes
         nothing). Chosen by the longest common prefix alone, a new conversation took the sequence
         of an idle one it shared only the system prompt with (29 of 350 cells), so that one's
@@ -75,7 +94,7 @@ class Admission:
             slot = min(free, key=lambda s: (s.n_cached > 0, s.last_used))
         return slot, kept[slot.seq]
 
-    def _share_ready(self) -> None:
+    def share_ready(self) -> None:
         """Waiting sequences take the shared cells their source has computed by now."""
         for slot in self.slots:
             if slot.wait is None:
@@ -86,7 +105,7 @@ class Admission:
                     self.ctx.seq_rm(slot.seq, -1, -1)
                     self.ctx.seq_cp(src.seq, slot.seq, 0, n)
                     slot.stats.n_prompt_reused = slot.n_cached = n
-                    self._note(slot, "shared", copied_from=src.seq, reused=n)
+                    slot.note("shared", copied_from=src.seq, reused=n)
                     if slot.decoding:
                         slot.stats.prompt_seconds = time.perf_counter() - slot.t_admit
                 slot.wait = None

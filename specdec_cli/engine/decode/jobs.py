@@ -8,8 +8,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...terminal.textstream import Segment
+
+if TYPE_CHECKING:
+    from ...terminal.textstream import TextStream
+    from ..drafters.auto import Hindsight
+    from ..drafters.edits import EditTracker
+    from ..drafters.ngram import NgramDrafter
+    from ..drafters.suffix import SuffixIndex
+    from ..options import GenOptions
+    from ..stats import GenerationStats
+    from ..structured.constraint import Constraint
+    from ..verify.logprobs import TokenLogprob
+    from ..verify.verifiers import Sampler, Verifier
 
 
 def cells_for(lengths: list[int], n_seq: int, n_ctx: int) -> int:
@@ -29,9 +42,9 @@ class Job:
     index: int
     prompt: list[int]
     seed: int | None = None
-    gen: object | None = None  # a GenOptions; None: the scheduler's
+    gen: GenOptions | None = None  # its own settings; None: the scheduler's
     on_text: Callable[[list[Segment]], None] | None = None  # called on the engine's thread
-    on_logprobs: Callable[[list], None] | None = None  # each pass's kept tokens' ``TokenLogprob``s (gen.logprobs)
+    on_logprobs: Callable[[list[TokenLogprob]], None] | None = None  # each pass's kept tokens' (gen.logprobs)
     cancelled: bool = False  # set from any thread; the job ends at the next step ("cancelled")
     # text the output may copy that the prompt holds in another spelling (a file, JSON-escaped for a
     # tool call's arguments): drafted from as if it were in the prompt
@@ -80,17 +93,53 @@ class RunStats:
 
 
 class SeqSlot:
-    """One sequence of the target context and the job it runs (or last ran: its cells stay)."""
+    """One sequence of the target context and the job it runs (or last ran: its cells stay).
+
+    Every field is declared here. The sequence's own are set once and outlive its jobs; the
+    job's are assigned by ``Scheduler._start`` each time a job takes the sequence (nothing reads
+    them before the first), and stay readable after it ends, until the next one."""
+
+    # --- the sequence: its cells and what they hold, across jobs
+    seq: int  # its id in the target context (and in the draft model's)
+    job: Job | None  # the job it runs; None: free (its cells stay for a later prompt that shares them)
+    tokens: list[int]  # prompt + output; the cells hold tokens[:n_cached]
+    n_cached: int  # tokens its cells hold
+    n_prompt: int  # of ``tokens``, the prompt's
+    last_used: float  # when its last job ended: the least recently used is reused first
+    wait: tuple[SeqSlot, int] | None  # (slot, n): share its first n cells once computed (``Admission``)
+    draft_off: bool  # its drafter faulted: set aside for the rest of this job (it goes on undrafted)
+
+    # --- the job it runs: assigned by ``Scheduler._start``
+    gen: GenOptions  # the job's settings: its own, or the scheduler's
+    t_admit: float  # when the job took this sequence (``time.perf_counter``)
+    t_decode: float | None  # when its first decoding pass began; None: still reading its prompt
+    output: list[int]  # the tokens it emitted (without an end of generation)
+    logprobs: list[TokenLogprob] | None  # the emitted tokens' log-probabilities, when ``gen.logprobs`` asks
+    stream: TextStream  # the output as text, stop strings cut
+    constraint: Constraint | None  # the grammar's state, when ``gen.grammar`` is set
+    draft_sampler: Sampler | None  # the sampler the draft model draws from (exact rule, sampled drafts)
+    verifier: Verifier  # what decides which draft tokens are kept, with its own sampler (its own RNG)
+    stats: GenerationStats  # the job's counters and timeline
+    index: SuffixIndex | None  # auto: the suffix index over the prompt, the output and the run's pool
+    edits: EditTracker | None  # auto: the copy of the prompt with the edits learned (rules shared by the run)
+    hindsight: Hindsight | None  # auto: what the copy proposers offered at the last pass that sent no draft
+    ngram: NgramDrafter | None  # --method ngram: prompt lookup over this job's tokens
 
     def __init__(self, seq: int):
         self.seq = seq
-        self.job: Job | None = None
-        self.tokens: list[int] = []  # prompt + output; the cells hold tokens[:n_cached]
+        self.job = None
+        self.tokens = []
         self.n_cached = 0
         self.n_prompt = 0
-        self.last_used = 0.0  # when its last job ended: the least recently used is reused first
-        self.wait: tuple[SeqSlot, int] | None = None  # (slot, n): share its first n cells once computed
-        self.draft_off = False  # its drafter faulted: set aside for the rest of this job (it goes on undrafted)
+        self.last_used = 0.0
+        self.wait = None
+        self.draft_off = False
+
+    def note(self, event: str, **what: object) -> None:
+        """One line of its request's timeline (``GenerationStats.timeline``), up to its first token."""
+        if self.stats.ttft_seconds is None:
+            self.stats.timeline.append({"at": round(time.perf_counter() - self.job.arrived, 4), "event": event,
+                                        **what})
 
     @property
     def unread(self) -> int:
@@ -99,4 +148,5 @@ class SeqSlot:
 
     @property
     def decoding(self) -> bool:
+        """Its prompt is read: it is in the passes with its last token and a draft."""
         return self.unread == 0

@@ -39,11 +39,12 @@ from ..drafters.model_batch import BatchModelDrafter
 from ..drafters.ngram import NgramDrafter
 from ..drafters.suffix import OutputPool, SuffixIndex
 from ..errors import ContextFull, describe
+from ..options import GenOptions
 from ..result import Result
 from ..stats import GenerationStats
 from ..structured.pass_masks import PassMasks, through_end
 from ..verify.logprobs import logprobs_of
-from ..verify.verifiers import Sampler, SamplingParams, make_verifier, resolve_verify
+from ..verify.verifiers import Sampler, SamplingParams, Verifier, make_verifier, resolve_verify
 from .admission import Admission
 from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
 from .pass_batch import lay_out
@@ -53,7 +54,7 @@ from .session import Session
 RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 
 
-class Scheduler(Admission):
+class Scheduler:
     """Runs jobs ``n_parallel`` at a time on an engine loaded with at least that many sequences;
     the context's other sequences keep finished prompts' cells for later ones."""
 
@@ -85,8 +86,11 @@ class Scheduler(Admission):
         self.pool = OutputPool()
         self.edit_rules = EditTracker()  # edits learned in one sequence apply in the others
         self.stats = RunStats(n_parallel=self.n_parallel)
-        self.slots: list[SeqSlot] = []
+        self.slots: list[SeqSlot] = []  # every sequence of the context, made by ``start``
         self.waiting: deque[Job] = deque()
+        # ``_start`` looked up at each admission, not bound here: a caller may wrap it (the fault tests do)
+        self.admission = Admission(self.slots, self.ctx, self.waiting,
+                                   lambda slot, job, reused: self._start(slot, job, reused), n_parallel=self.n_parallel)
         self._ride_steps = 0  # steps that could ride (``_rides``)
         # a step is one pass, so a server takes new requests between any two (``Worker.run``): after
         # a pass that read prompts alone, the decoding sequences are owed the next one
@@ -100,7 +104,7 @@ class Scheduler(Admission):
             self.model.reset()
         for d in self.engine.drafters.values():
             d.set_active(d is self.auto)
-        self.slots = [SeqSlot(i) for i in range(self.ctx.params.n_seq_max)]
+        self.slots[:] = [SeqSlot(i) for i in range(self.ctx.params.n_seq_max)]  # in place: admission's too
         self.waiting.clear()
         self._owe_decode = False
 
@@ -114,7 +118,7 @@ class Scheduler(Admission):
 
     @property
     def running(self) -> int:
-        return sum(s.job is not None for s in self.slots)
+        return self.admission.running
 
     def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Result]]:
         """Yield (job, Result) as each job finishes (not in input order)."""
@@ -138,8 +142,8 @@ class Scheduler(Admission):
 
     def _step(self) -> list[tuple[Job, Result]]:
         done = self._drop_cancelled()
-        self._share_ready()
-        self._admit()
+        self.admission.share_ready()
+        self.admission.admit()
         pre = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
         if self._owe_decode:  # the last step read prompts alone: the decoding sequences go now, alone
             self._owe_decode, pre = False, []
@@ -202,8 +206,8 @@ class Scheduler(Admission):
         n_pass = len(toks) + filler
         for s, take in chunks:
             s.n_cached += take
-            self._note(s, "prompt pass", rows=take, pass_rows=n_pass, decoding_rows=n_decoding,
-                       seconds=round(dt, 4))
+            s.note("prompt pass", rows=take, pass_rows=n_pass, decoding_rows=n_decoding,
+                   seconds=round(dt, 4))
             if s.decoding:
                 s.stats.prompt_seconds = time.perf_counter() - s.t_admit
         share = t_draft / max(1, len(dec))
@@ -273,6 +277,9 @@ class Scheduler(Admission):
         return caps
 
     def _start(self, slot: SeqSlot, job: Job, reused: int) -> None:
+        """``job`` takes ``slot``, whose first ``reused`` cells hold its prompt's head already
+        (``Admission``): every field of the job's (``SeqSlot``) is assigned afresh here, so
+        nothing of the sequence's last job carries over."""
         gen = job.gen or self.gen
         slot.job, slot.gen, slot.wait = job, gen, None
         slot.tokens = list(job.prompt)
@@ -284,21 +291,32 @@ class Scheduler(Admission):
         slot.logprobs = [] if gen.logprobs is not None else None
         slot.stream = TextStream(self.engine.target_model.piece_showing(gen.shown), gen.stop)
         slot.constraint = self.engine.constraint(gen.grammar) if gen.grammar is not None else None
-        # under a grammar every draft is greedy (a point mass), so the exact rule needs no masked q
-        sampled = self.model is not None and slot.constraint is None
-        rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
-        sp = gen.sampling
-        sampler = Sampler(SamplingParams(temp=sp.temp, top_k=sp.top_k, top_p=sp.top_p,
-                                         seed=job.seed if job.seed is not None else sp.seed)) \
-            if rule != "greedy" else None
-        slot.draft_sampler = sampler if rule == "exact" and sampled else None  # the draft model samples from q
-        slot.verifier = make_verifier(rule, sampler)
+        slot.draft_sampler, slot.verifier = self._verifier(gen, job.seed, slot.constraint is not None)
         slot.stats = GenerationStats(method=self.method, rollback="partial")
         slot.stats.n_prompt = len(job.prompt)
         slot.stats.n_prompt_reused = reused
         slot.stats.queue_seconds = slot.t_admit - job.arrived
         if slot.decoding:
             slot.stats.prompt_seconds = 0.0
+        self._start_drafting(slot, job)
+
+    def _verifier(self, gen: GenOptions, seed: int | None, constrained: bool) -> tuple[Sampler | None, Verifier]:
+        """A job's verifier, with a sampler of its own (its own RNG, seeded by the job where it
+        says), so its output never depends on its neighbours'; and the draft model's sampler,
+        the same one, where the exact rule needs drafts sampled from q."""
+        # under a grammar every draft is greedy (a point mass), so the exact rule needs no masked q
+        sampled = self.model is not None and not constrained
+        rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
+        sp = gen.sampling
+        sampler = Sampler(SamplingParams(temp=sp.temp, top_k=sp.top_k, top_p=sp.top_p,
+                                         seed=seed if seed is not None else sp.seed)) \
+            if rule != "greedy" else None
+        return (sampler if rule == "exact" and sampled else None), make_verifier(rule, sampler)
+
+    def _start_drafting(self, slot: SeqSlot, job: Job) -> None:
+        """The job's own proposers, begun on its prompt: under auto the suffix index (over the
+        run's earlier outputs too) and the edit tracker (the run's rules), given the copy sources
+        the prompt holds in another spelling; under ngram, prompt lookup. Its drafter back on."""
         slot.index = SuffixIndex(self.pool) if self.auto is not None else None
         slot.edits = EditTracker(self.edit_rules) if self.auto is not None else None
         slot.hindsight = Hindsight() if self.auto is not None else None
