@@ -34,7 +34,8 @@ from ..result import Result, TracePoint
 from ..structured.constraint import Constraint, tokenizer_for
 from ..verify.rollback import CacheRollback
 from ..verify.verifiers import Sampler, make_verifier, resolve_verify
-from .engine_costs import EngineCosts
+from .engine_costs import EngineCosts, leaves_draft_out, left_out_note
+from .jobs import RunStats
 from .scheduler import Job, Scheduler
 from .session import Session
 
@@ -42,7 +43,7 @@ DRAFT_METHODS = Method.with_draft_file()  # the methods that load a draft GGUF
 AUTO_DRAFT_MAX = 32  # auto's longest draft when --draft-max is not given: the policy picks per step
 
 
-class Engine(EngineCosts):
+class Engine:
     """A loaded target (+ draft) pair, reusable across prompts."""
 
     def __init__(
@@ -73,13 +74,29 @@ class Engine(EngineCosts):
         target is loaded and before any context is made, with this engine (it can tokenize by
         then): the cells the unified caches need, when the jobs are known up front
         (``scheduler.cells_for``); None: ``n_seq`` × ``n_ctx``, as for a server."""
-        self.options = opts = options or EngineOptions()
+        self.options = options or EngineOptions()
         self.draft_options = draft or DraftOptions()
         self.method = method or ("draft" if draft_path is not None else None)
         self.warn = warn
+        self.note = note
         if self.method in DRAFT_METHODS and draft_path is None:
             raise ValueError(f"the {self.method} method needs a draft")
         use_mtp = (mtp or self.method == Method.MTP) and draft_path is None
+        self._load_target(target_path, use_mtp, cells)
+        self.draft_path = Path(draft_path) if draft_path is not None else None
+        self.costs = CostModel()  # the measured costs every decision reads (``calibration`` keeps them)
+        if self.target_rollback.kind is Rollback.CHECKPOINT:
+            self.costs.checkpoint = {}  # auto weighs the state copies and replays of rejections
+        self._load_drafters(use_mtp)
+        self.calibration = EngineCosts(self.costs, target=self.target_model, target_ctx=self.target_ctx,
+                                       options=self.options, draft_path=self.draft_path,
+                                       mtp="mtp" in self.drafters, settle_draft=self._settle_draft, warn=warn)
+        self.last_run: RunStats | None = None  # the figures of the last ``run_many``
+
+    def _load_target(self, target_path: str | Path, use_mtp: bool, cells: Callable[[Engine], int] | None) -> None:
+        """The target model and its context, sized for the sequences and drafts it will carry, and
+        how its memory takes a rejected draft back (which may leave auto without drafts)."""
+        opts = self.options
         self.target_model = Model(target_path, n_gpu_layers=opts.gpu_layers, load_mtp=use_mtp, verbose=opts.verbose)
         if use_mtp and not self.target_model.mtp_loaded:
             raise UsageError(f"{self.target_model.path.name} has no MTP (nextn) layers to draft with",
@@ -98,19 +115,17 @@ class Engine(EngineCosts):
         rows = min(opts.n_batch, opts.n_seq * (1 + self.draft_options.draft_max))
         self.target_ctx = Context(self.target_model, self._ctx_params(rows, snapshots, n_seq=opts.n_seq))
         self.target_rollback = self._target_rollback()
+
+    def _load_drafters(self, use_mtp: bool) -> None:
+        """The drafters this engine offers: n-gram lookup always, the draft model (under auto,
+        only once the costs say it could pay: ``_settle_draft``) or the target's MTP layers, and
+        auto over whichever step-by-step drafter there is."""
         self.drafters: dict[str, Drafter] = {"ngram": NgramDrafter()}
         self.batch_model: BatchModelDrafter | None = None  # the draft model for many sequences at once
-        self.draft_path = Path(draft_path) if draft_path is not None else None
         self.draft_left_out = False  # True while auto leaves the draft unloaded (told to ``note`` once)
-        self.note = note
-        self.costs = CostModel()
-        if self.target_rollback.kind is Rollback.CHECKPOINT:
-            self.costs.checkpoint = {}  # auto weighs the state copies and replays of rejections
-        self._costs_ready = False
-        self._busy = None  # a BusyMeter from the first measurement on (``EngineCosts``)
         # under auto the draft model loads once the costs are known, and only if it could pay
-        self._draft_pending = draft_path is not None and self.method == "auto"
-        if draft_path is not None and not self._draft_pending:
+        self._draft_pending = self.draft_path is not None and self.method == "auto"
+        if self.draft_path is not None and not self._draft_pending:
             self._load_draft(self.method if self.method in DRAFT_METHODS else "draft")
         elif use_mtp:
             self.drafters["mtp"] = self._make_mtp()
@@ -128,6 +143,48 @@ class Engine(EngineCosts):
         self.draft_model = Model(self.draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
         self.drafters[kind] = drafter = self._make_drafter(kind, self.warn)
         return drafter
+
+    def _settle_draft(self) -> Context | None:
+        """Auto's draft model, once the costs are known (``EngineCosts``): loaded, unless a figure
+        from a quiet machine says it cannot pay (``leaves_draft_out``). With no measured draft
+        cost yet it loads, and is measured; a figure measured while the machine was busy is
+        dropped and measured again once it is loaded. Returns the draft model's context, if
+        one is loaded, for its cost to be measured."""
+        if self._draft_pending:
+            c, n_max = self.costs, self.draft_options.draft_max
+            if not leaves_draft_out(c, n_max):
+                if "draft" in c.drafts and not c.quiet:
+                    c.drafts.pop("draft")  # measured while the machine was busy: measured again once loaded
+                self._draft_by_name()
+            else:
+                if not self.draft_left_out and self.note:
+                    self.note(left_out_note(c, self.draft_path.name, n_max))
+                self.draft_left_out = True  # until costs on which it could pay are set (``set_costs``)
+        return self.draft_ctx if "draft" in self.drafters else None
+
+    # --- the costs (``EngineCosts``) -----------------------------------------------------------
+    def ensure_costs(self) -> CostModel:
+        """The cost model, calibrated (or read from the cache) the first time it is needed."""
+        return self.calibration.ensure()
+
+    def set_costs(self, model: CostModel) -> None:
+        """Decide with ``model`` instead of measuring (an injected curve: tests, what-ifs); not cached."""
+        self.calibration.set(model)
+
+    def save_costs(self) -> None:
+        self.calibration.save()
+
+    @property
+    def _costs_ready(self) -> bool:
+        """Whether the costs were calibrated, read from the cache or injected (``EngineCosts.ready``)."""
+        return self.calibration.ready
+
+    @_costs_ready.setter
+    def _costs_ready(self, ready: bool) -> None:
+        self.calibration.ready = ready
+
+    def _cost_key(self, path: Path, ngl: int) -> str:
+        return self.calibration.key(path, ngl)
 
     def _draft_by_name(self) -> None:
         """``method="draft"`` on an auto engine: its draft model, loaded now whatever it costs."""
@@ -268,7 +325,7 @@ class Engine(EngineCosts):
             draft_max=self.draft_options.draft_max,
             trace=trace,
             draft_sampler=sampler if rule == "exact" and sampled else None,
-            costs=self.costs if self._costs_ready else None,
+            costs=self.costs if self.calibration.ready else None,
             rollback=self.target_rollback,
             n_ctx=self.n_ctx_seq,
             constraint=constraint,

@@ -82,7 +82,7 @@ class Scheduler:
             model = None  # the draft model cannot pay on this machine: never asked
         self.auto, self.model = auto, model
         self.drafter = PassDrafter(engine, method, auto, model)
-        self.costs = engine.costs if engine._costs_ready else None
+        self.costs = engine.costs if engine.calibration.ready else None
         self.pool = OutputPool()
         self.edit_rules = EditTracker()  # edits learned in one sequence apply in the others
         self.stats = RunStats(n_parallel=self.n_parallel)
