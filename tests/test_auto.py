@@ -511,20 +511,23 @@ def test_calibrator_follows_a_change_of_workload():
     assert cal.estimate(("x",), 0.9) < 0.5
 
 
-# --- hindsight: passes that sent no draft still teach the calibration -------------------------
+# --- unsent offers: passes that sent no draft still teach the calibration -------------------------
 from specdec_cli.engine.drafters import auto as auto_mod  # noqa: E402
-from specdec_cli.engine.drafters.auto import AutoDrafter, Candidates, Hindsight  # noqa: E402
+from specdec_cli.engine.drafters.auto import AutoDrafter, UnsentOffers  # noqa: E402
+from specdec_cli.engine.drafters.draft import Draft  # noqa: E402
+from specdec_cli.engine.verify.verifiers import Proposal  # noqa: E402
 
 
-def test_hindsight_scores_each_proposers_first_token_once():
+def test_unsent_offers_score_each_proposers_first_token_once():
     learned = []
-    h = Hindsight()
-    h.offer(3, Candidates("ngram", [7, 8], [0.5, 0.5], [("n",), ("n",)], [0.5, 0.5]),
-            Candidates("edit", [9], [0.6], [("e",)], [0.6], [False]), Candidates("edit", [], [], [], []))
+    h = UnsentOffers()
+    h.offer(3, Draft(Proposal([7, 8]), "ngram", [("n",), ("n",)], [0.5, 0.5], accept=[0.5, 0.5]),
+            Draft(Proposal([9], subst=[False]), "edit", [("e",)], [0.6], accept=[0.6]),
+            Draft(Proposal([]), "edit"))
     h.settle([1, 2, 3, 7, 5], lambda *a: learned.append(a))
     assert learned == [("ngram", [("n",)], [0.5], 1), ("edit", [("e",)], [0.6], 0)]
     h.settle([1, 2, 3, 7, 5, 6], lambda *a: learned.append(a))  # scored once
-    h.offer(5, Candidates("ngram", [6], [0.5], [("n",)], [0.5]))
+    h.offer(5, Draft(Proposal([6]), "ngram", [("n",)], [0.5], accept=[0.5]))
     h.withdraw()  # a draft was sent instead: it is learned from when verified, not here
     h.settle([1, 2, 3, 7, 5, 6], lambda *a: learned.append(a))
     assert len(learned) == 2
@@ -556,7 +559,7 @@ def test_a_proposer_valued_below_the_cpu_bar_learns_it_is_right_without_drafting
     rng = random.Random(5)
     source = [rng.randrange(3, 5000) for _ in range(300)]
     assert _copy_run(AutoDrafter(cpu_like()), source, 200, grammar) > 100
-    monkeypatch.setattr(Hindsight, "settle", lambda self, history, learn: None)
+    monkeypatch.setattr(UnsentOffers, "settle", lambda self, history, learn: None)
     assert _copy_run(AutoDrafter(cpu_like()), source, 200, grammar) == 0  # without it: never sent, never learned
 
 

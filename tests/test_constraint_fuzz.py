@@ -30,10 +30,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from specdec_cli.engine.decode.pass_drafts import Drafted
 from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job
 from specdec_cli.engine.drafters.base import Drafter
+from specdec_cli.engine.drafters.draft import Draft
 from specdec_cli.engine.structured.constraint import compile_constraint, tokenizer_for
 from specdec_cli.engine.structured.pass_masks import PassMasks
 from specdec_cli.engine.verify.verifiers import Proposal, SamplingParams
@@ -131,7 +131,7 @@ class PassAdversary:
         out = []
         for s, cap in zip(seqs, caps):
             toks = self.adv.tokens(self.cases[s.job.index], s.output, min(cap, self.adv.n))
-            out.append(Drafted(Proposal(toks), "adversary", [], []) if toks else Drafted.nothing())
+            out.append(Draft(Proposal(toks), "adversary", [], []) if toks else Draft.nothing())
         return out
 
     def learn(self, d, n_kept):

@@ -44,9 +44,9 @@ from _shared.agent_tasks import TASKS, TOOL_TURNS  # noqa: E402
 from _shared.free_guesses import guessable  # noqa: E402
 from _shared.script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
-from specdec_cli.engine.decode.pass_drafts import Drafted  # noqa: E402
 from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.decode.scheduler import Job  # noqa: E402
+from specdec_cli.engine.drafters.draft import Draft  # noqa: E402
 from specdec_cli.engine.verify.verifiers import Proposal  # noqa: E402
 
 
@@ -119,30 +119,30 @@ class FreeDrafts:
         self.turn = turn
         scheduler.drafter.draft = self.draft
 
-    def draft(self, seqs: list, caps: list[int], _n_prefill: int) -> list[Drafted]:
+    def draft(self, seqs: list, caps: list[int], _n_prefill: int) -> list[Draft]:
         out = [self._free(s, c) for s, c in zip(seqs, caps)]
         if self.pass_rows is None:
             return out
         lengths = [len(d.proposal.tokens) for d in out]
         while sum(lengths) + len(seqs) > self.pass_rows and max(lengths) > 0:
             lengths[lengths.index(max(lengths))] -= 1
-        return [Drafted(d.proposal.truncated(k), "free", [], []) if k else Drafted.nothing()
+        return [Draft(d.proposal.truncated(k), "free", [], []) if k else Draft.nothing()
                 for d, k in zip(out, lengths)]
 
-    def _free(self, s, cap: int) -> Drafted:
+    def _free(self, s, cap: int) -> Draft:
         key = (s.job.index, self.turn[s.job.index])
         if key[1] < self.from_turn:
-            return Drafted.nothing()
+            return Draft.nothing()
         said = s.tokens[s.n_prompt:]  # generated so far, the token this pass evaluates included
         j, tokens = len(said), []
         agree = [(out, g) for out, g in self.known[key] if out[:j] == said]
         if not agree:
             self.unreached.setdefault(key, max(0, max(len(out) for out, _ in self.known[key]) - j))
-            return Drafted.nothing()
+            return Draft.nothing()
         output, guessed = agree[0]
         while len(tokens) < cap and j + len(tokens) < len(output) and guessed[j + len(tokens)]:
             tokens.append(output[j + len(tokens)])
-        return Drafted(Proposal(tokens), "free", [], []) if tokens else Drafted.nothing()
+        return Draft(Proposal(tokens), "free", [], []) if tokens else Draft.nothing()
 
 
 def turn_prompt(engine: Engine, run: dict, turn: dict) -> tuple[str, list[int]]:

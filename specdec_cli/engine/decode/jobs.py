@@ -14,7 +14,7 @@ from ...terminal.textstream import Segment
 
 if TYPE_CHECKING:
     from ...terminal.textstream import TextStream
-    from ..drafters.auto import Hindsight
+    from ..drafters.auto import UnsentOffers
     from ..drafters.edits import EditTracker
     from ..drafters.ngram import NgramDrafter
     from ..drafters.suffix import SuffixIndex
@@ -122,7 +122,7 @@ class SeqSlot:
     stats: GenerationStats  # the job's counters and timeline
     index: SuffixIndex | None  # auto: the suffix index over the prompt, the output and the run's pool
     edits: EditTracker | None  # auto: the copy of the prompt with the edits learned (rules shared by the run)
-    hindsight: Hindsight | None  # auto: what the copy proposers offered at the last pass that sent no draft
+    unsent: UnsentOffers | None  # auto: what the copy proposers offered at the last pass that sent no draft
     ngram: NgramDrafter | None  # --method ngram: prompt lookup over this job's tokens
 
     def __init__(self, seq: int):

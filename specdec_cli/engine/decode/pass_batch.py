@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..drafters.draft import Draft
 from ..structured.pass_masks import PassMasks
 from .jobs import SeqSlot
-from .pass_drafts import Drafted
 
 
 @dataclass
@@ -36,7 +36,7 @@ class PassBatch:
         self.outs.append(out)
 
 
-def lay_out(dec: list[SeqSlot], drafts: list[Drafted], masks: list[PassMasks | None], pre: list[SeqSlot],
+def lay_out(dec: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks | None], pre: list[SeqSlot],
             *, n_batch: int, n_outputs_max: int) -> PassBatch:
     """The pass over ``dec`` (with ``drafts``, cut to ``masks``) and as much of ``pre``'s prompts
     as fits in ``n_batch`` tokens and ``n_outputs_max`` logits rows."""

@@ -11,119 +11,111 @@ method drafts as it does alone: n-gram lookup or the draft model at a fixed leng
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from ..drafters.model_batch import Ask
+from ..drafters.auto import AutoDrafter, model_draft
+from ..drafters.draft import NO_PROPOSAL, Draft
+from ..drafters.model_batch import Ask, BatchModelDrafter
+from ..policy.costmodel import CostModel
 from ..policy.decisions import best_length, confidence_bucket, plan_pass
 from ..verify.verifiers import Proposal
+from .jobs import SeqSlot
 
-NONE = Proposal([])
 MODEL_STOP = 0.2  # a model draft stops before a token whose calibrated acceptance is below this
 
 
-@dataclass
-class Drafted:
-    """One sequence's draft for a pass, and what auto learns from its verification."""
+class _Option(NamedTuple):
+    """What one sequence could send in a pass, as auto weighs it before the pass's plan."""
 
-    proposal: Proposal
-    source: str  # "ngram", "edit", "grammar", the model's name, or "none"
-    buckets: list
-    priors: list
-    n_forced: int = 0  # tokens at its head the grammar forced (auto learns from the rest)
-
-    @classmethod
-    def nothing(cls) -> Drafted:
-        return cls(NONE, "none", [], [])
-
-    def cut(self, proposal: Proposal) -> Drafted:
-        """This draft as a pass carries it: ``proposal``, a prefix of its own (a grammar cut it
-        before the first token it rejects; ``PassMasks.along``). The signals of tokens never
-        sent go with them, so auto does not learn them as refused."""
-        n = len(proposal)
-        if n == len(self.proposal):
-            return self
-        if n == 0:
-            return Drafted.nothing()
-        forced = min(self.n_forced, n)
-        return Drafted(proposal, self.source, self.buckets[: n - forced], self.priors[: n - forced], forced)
+    copy: Draft | None  # the copy proposers' candidates; None: the draft model's, drafted once planned
+    accept: list[float]  # per token, forced ones first: its acceptance, given the ones before it kept
+    cost: float  # seconds a drafted token costs
 
 
 class PassDrafter:
-    """Drafts for the decoding sequences of a pass; ``seq`` objects carry ``tokens``; ``index``,
-    ``edits`` and ``hindsight`` (a SuffixIndex, an EditTracker and a Hindsight under auto);
-    ``ngram`` (an NgramDrafter under ngram); ``draft_sampler``; and ``seq`` (their sequence id in
-    the draft model's context)."""
+    """Drafts for the decoding sequences of a pass, from what each ``SeqSlot`` keeps: its
+    ``tokens``, its proposers (``index``, ``edits`` and ``unsent`` under auto; ``ngram`` under
+    ngram), its ``constraint``, its ``draft_sampler``, and its ``seq`` (its sequence id in the
+    draft model's context too)."""
 
-    def __init__(self, engine, method: str | None, auto, model):
-        self.engine = engine
+    def __init__(self, costs: CostModel, method: str | None, auto: AutoDrafter | None,
+                 model: BatchModelDrafter | None, *, p_min: float):
+        """``costs``: the engine's (what the plan and auto read, and the model drafts are timed
+        into); ``auto`` under auto, ``model`` where the draft model drafts (auto or draft);
+        ``p_min``: the confidence below which a forced draft-model draft stops."""
         self.method = method
         self.auto = auto
         self.model = model
-        self.costs = engine.costs
-        self.p_min = engine.draft_options.p_min
+        self.costs = costs
+        self.p_min = p_min
 
-    def draft(self, seqs: list, caps: list[int], n_prefill: int) -> list[Drafted]:
+    def draft(self, seqs: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Draft]:
         """``caps[i]``: the longest draft sequence i may send; ``n_prefill``: prompt tokens riding in
         the same pass. Under a grammar (``seq.constraint``) a draft starts with the tokens it
         forces; the pass cuts it before the first the grammar rejects."""
         if not seqs or self.method is None:
-            return [Drafted.nothing() for _ in seqs]
+            return [Draft.nothing() for _ in seqs]
         forced = [s.constraint.forced_tokens()[:c] if s.constraint is not None else [] for s, c in zip(seqs, caps)]
         after = [[*s.tokens, *f] for s, f in zip(seqs, forced)]
         room = [c - len(f) for c, f in zip(caps, forced)]
         if self.method == "ngram":
-            out = [Drafted(Proposal(s.ngram.draft(h, r)) if r else NONE, "ngram", [], [])
+            out = [Draft(Proposal(s.ngram.draft(h, r)) if r else NO_PROPOSAL, "ngram")
                    for s, h, r in zip(seqs, after, room)]
         elif self.method == "draft":
             asks = [Ask(s.seq, h, r, s.draft_sampler) for s, h, r in zip(seqs, after, room)]
             p_min = self.p_min
             self.model.propose(asks, stop=lambda _seq, _d, conf: conf < p_min)
-            out = [Drafted(a.proposal(), "draft", [], []) for a in asks]
+            out = [Draft(a.proposal(), "draft") for a in asks]
         else:
             out = self._auto(seqs, after, room, forced, n_prefill)
             forced = [[] for _ in seqs]  # auto weighed and placed them itself
-        return [_finish(f, d) for f, d in zip(forced, out)]
+        return [_behind_forced(f, d) for f, d in zip(forced, out)]
 
-    def _auto(self, seqs: list, after: list[list[int]], room: list[int], forced: list[list[int]],
-              n_prefill: int) -> list[Drafted]:
-        auto, costs = self.auto, self.costs
-        ngram_cost, model_cost = costs.draft_seconds("ngram"), costs.draft_seconds(auto.name)
-        options = []  # per sequence: (n-gram candidates, or None for the model; acceptances; cost per token)
-        for s, h, r, f in zip(seqs, after, room, forced):
-            sure = [1.0] * len(f)  # a forced token is kept for certain
-            if r <= 0:
-                options.append((None, sure, 0.0))
-                continue
-            c = auto.copy_candidates(s.index, s.edits, h, r, None if f else s.hindsight)
-            option = (c, sure + c.accept, ngram_cost)
-            if self.model is not None and not f:
-                acc = [auto.model_position(i) for i in range(r)]
-                if best_length(acc, costs, model_cost).rate > best_length(c.accept, costs, ngram_cost).rate:
-                    option = (None, acc, model_cost)
-            options.append(option)
-        plan = plan_pass([o[1] for o in options], costs, n_prefill=n_prefill, draft_costs=[o[2] for o in options])
-        out = [Drafted.nothing() for _ in seqs]
+    def _auto(self, seqs: list[SeqSlot], after: list[list[int]], room: list[int], forced: list[list[int]],
+              n_prefill: int) -> list[Draft]:
+        """Auto over the pass: each sequence's best option, cut for the whole pass by the plan
+        (``plan_pass``), the forced tokens first; the planned model drafts made together."""
+        options = self._options(seqs, after, room, forced)
+        plan = plan_pass([o.accept for o in options], self.costs, n_prefill=n_prefill,
+                         draft_costs=[o.cost for o in options])
+        out = [Draft.nothing() for _ in seqs]
         asks: list[tuple[int, Ask]] = []
-        for i, (s, (c, _acc, _cost), k, f) in enumerate(zip(seqs, options, plan.lengths, forced)):
-            extra = max(0, k - len(f))
+        for i, (s, o, k, f) in enumerate(zip(seqs, options, plan.lengths, forced)):
             if f and k:
-                tokens = (f + (c.tokens if c else []))[:k]
-                subst = [False] * len(f) + (c.subst or [False] * len(c.tokens) if c else [])
-                out[i] = Drafted(Proposal(tokens, subst=subst[:k] if any(subst[:k]) else None),
-                                 c.source if extra else "grammar", c.buckets[:extra] if c else [],
-                                 c.priors[:extra] if c else [], len(f))
-            elif k and c is not None:
-                out[i] = Drafted(c.proposal(k), c.source, c.buckets[:k], c.priors[:k])
+                out[i] = (o.copy or Draft.nothing()).behind(f, k)
+            elif k and o.copy is not None:
+                out[i] = o.copy.first(k)
             elif k:
                 asks.append((i, Ask(s.seq, s.tokens, k, s.draft_sampler)))
         if asks:
             self._with_model(asks, out)
         for s, d in zip(seqs, out):
-            if d.proposal.tokens:
-                s.hindsight.withdraw()
+            if d.tokens:
+                s.unsent.withdraw()
         return out
 
-    def _with_model(self, asks: list[tuple[int, Ask]], out: list[Drafted]) -> None:
+    def _options(self, seqs: list[SeqSlot], after: list[list[int]], room: list[int],
+                 forced: list[list[int]]) -> list[_Option]:
+        """Per sequence, what auto would send: the copy proposers' candidates behind the forced
+        tokens, or the draft model where its expected rate is higher (never behind forced ones)."""
+        auto, costs = self.auto, self.costs
+        ngram_cost, model_cost = costs.draft_seconds("ngram"), costs.draft_seconds(auto.name)
+        options = []
+        for s, h, r, f in zip(seqs, after, room, forced):
+            sure = [1.0] * len(f)  # a forced token is kept for certain
+            if r <= 0:
+                options.append(_Option(None, sure, 0.0))
+                continue
+            c = auto.copy_candidates(s.index, s.edits, h, r, None if f else s.unsent)
+            option = _Option(c, sure + c.accept, ngram_cost)
+            if self.model is not None and not f:
+                acc = [auto.model_position(i) for i in range(r)]
+                if best_length(acc, costs, model_cost).rate > best_length(c.accept, costs, ngram_cost).rate:
+                    option = _Option(None, acc, model_cost)
+            options.append(option)
+        return options
+
+    def _with_model(self, asks: list[tuple[int, Ask]], out: list[Draft]) -> None:
         """The planned model drafts, one pass per step for all of them; a sequence stops early where
         the draft's calibrated confidence says its next token is unlikely to be kept."""
         auto = self.auto
@@ -140,21 +132,19 @@ class PassDrafter:
         self.costs.observe_draft(auto.name, max(1, sum(len(a.tokens) for _, a in asks)), drafting)
         for i, a in asks:
             if a.tokens:
-                out[i] = Drafted(a.proposal(), auto.name, [(confidence_bucket(x),) for x in a.confidences],
-                                 list(a.confidences))
+                out[i] = model_draft(auto.name, a.proposal(), a.confidences)
 
-    def learn(self, d: Drafted, n_kept: int) -> None:
+    def learn(self, d: Draft, n_kept: int) -> None:
         """What the target kept of a draft, for auto's calibration (shared by every sequence)."""
         if self.auto is not None and n_kept >= d.n_forced:
             self.auto.learn(d.source, d.buckets, d.priors, n_kept - d.n_forced)
 
 
-def _finish(forced: list[int], d: Drafted) -> Drafted:
+def _behind_forced(forced: list[int], d: Draft) -> Draft:
     """The forced tokens put in front (methods other than auto), and "none" for an empty draft.
     What a grammar allows of it is the pass's to cut (``PassMasks.along``), for every drafter."""
     if forced:
-        d = Drafted(Proposal(forced + d.proposal.tokens), d.source if d.proposal.tokens else "grammar",
-                    d.buckets, d.priors, len(forced))
-    if not d.proposal.tokens:
-        return Drafted.nothing()
+        d = d.behind(forced, len(forced) + len(d.tokens))
+    if not d.tokens:
+        return Draft.nothing()
     return d

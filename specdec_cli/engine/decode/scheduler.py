@@ -33,7 +33,8 @@ from collections import deque
 from collections.abc import Iterator
 
 from ...terminal.textstream import TextStream
-from ..drafters.auto import Hindsight
+from ..drafters.auto import UnsentOffers
+from ..drafters.draft import Draft
 from ..drafters.edits import EditTracker
 from ..drafters.model_batch import BatchModelDrafter
 from ..drafters.ngram import NgramDrafter
@@ -48,7 +49,7 @@ from ..verify.verifiers import Sampler, SamplingParams, Verifier, make_verifier,
 from .admission import Admission
 from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
 from .pass_batch import lay_out
-from .pass_drafts import Drafted, PassDrafter
+from .pass_drafts import PassDrafter
 from .session import Session
 
 RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
@@ -81,7 +82,7 @@ class Scheduler:
         if auto is not None and model is not None and not auto.model_can_pay(self.draft_max):
             model = None  # the draft model cannot pay on this machine: never asked
         self.auto, self.model = auto, model
-        self.drafter = PassDrafter(engine, method, auto, model)
+        self.drafter = PassDrafter(engine.costs, method, auto, model, p_min=engine.draft_options.p_min)
         self.costs = engine.costs if engine.calibration.ready else None
         self.pool = OutputPool()
         self.edit_rules = EditTracker()  # edits learned in one sequence apply in the others
@@ -212,7 +213,7 @@ class Scheduler:
                 s.stats.prompt_seconds = time.perf_counter() - s.t_admit
         share = t_draft / max(1, len(dec))
         verify = [(s, d, b, share, m) for s, d, b, m in zip(dec, drafts, batch.base, masks)]
-        verify += [(s, Drafted.nothing(), b, 0.0, None) for s, b in batch.firsts]  # drafted nothing: no drafting time
+        verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.firsts]  # drafted nothing: no drafting time
         for s, d, b, drafting, m in verify:
             try:
                 ended = self._verify(s, d, b, dt, drafting, m)
@@ -222,7 +223,7 @@ class Scheduler:
                 done.append(ended)
         return done
 
-    def _masks(self, dec: list[SeqSlot], drafts: list[Drafted], done: list) -> list[PassMasks | None]:
+    def _masks(self, dec: list[SeqSlot], drafts: list[Draft], done: list) -> list[PassMasks | None]:
         """Under a grammar, each draft cut to what it allows (in ``drafts``, in place) and the masks
         along the cut draft, as one object (``PassMasks``: why no kept token can be one the grammar
         forbids). A grammar that faults here ends its sequence before the pass (into ``done``)."""
@@ -238,7 +239,7 @@ class Scheduler:
             masks.append(m)
         return masks
 
-    def _drafts(self, dec: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Drafted]:
+    def _drafts(self, dec: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Draft]:
         """The pass's drafts (``PassDrafter``). A drafter that faults is set aside for the sequence
         it faulted on, which goes on undrafted (its output is the target's either way): the pass
         drafts again one sequence at a time to find which, and the draft model, whose cache the
@@ -248,7 +249,7 @@ class Scheduler:
             return self.drafter.draft(dec, caps, n_prefill)
         except Exception:  # noqa: BLE001 - found and set aside below
             pass
-        out: list[Drafted] = []
+        out: list[Draft] = []
         for s, c in zip(dec, caps):
             if self.model is not None:
                 self.model.forget(s.seq)
@@ -257,7 +258,7 @@ class Scheduler:
             except Exception as exc:  # noqa: BLE001
                 s.draft_off = True
                 s.stats.drafter_fault = describe(exc)
-                out.append(Drafted.nothing())
+                out.append(Draft.nothing())
         return out
 
     def _caps(self, dec: list[SeqSlot], pre: list[SeqSlot], reserve: int) -> list[int]:
@@ -319,7 +320,7 @@ class Scheduler:
         the prompt holds in another spelling; under ngram, prompt lookup. Its drafter back on."""
         slot.index = SuffixIndex(self.pool) if self.auto is not None else None
         slot.edits = EditTracker(self.edit_rules) if self.auto is not None else None
-        slot.hindsight = Hindsight() if self.auto is not None else None
+        slot.unsent = UnsentOffers() if self.auto is not None else None
         if slot.index is not None:
             slot.index.begin(job.prompt)
             slot.edits.begin(job.prompt, job.sources)
@@ -331,7 +332,7 @@ class Scheduler:
             slot.ngram.begin(job.prompt)
 
     # --- verification and the end of a job ----------------------------------------------------
-    def _verify(self, s: SeqSlot, d: Drafted, base: int, dt: float, draft_share: float,
+    def _verify(self, s: SeqSlot, d: Draft, base: int, dt: float, draft_share: float,
                 masks: PassMasks | None = None):
         """``masks``: the grammar's over the pass's rows of ``s``, taken before the pass (for a
         sequence whose prompt ended in it, here)."""

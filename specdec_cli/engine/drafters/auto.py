@@ -24,37 +24,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..policy.costmodel import CostModel
 from ..policy.decisions import Calibrator, best_length, confidence_bucket, extension_pays
 from ..verify.verifiers import Proposal
 from .base import Drafter
-from .edits import SUBSTITUTED, Drafted, EditTracker
+from .draft import Draft
+from .edits import SUBSTITUTED, CopyToken, EditTracker
 from .suffix import ORDERS, SuffixIndex
 
 STOP_WALK = 0.02  # the index stops proposing once the whole prefix is this unlikely to be kept
 MODEL_POSITION_PRIOR = 0.6  # acceptance assumed for a draft model's positions before any verify
 MODEL_LIVE_ACCEPT = 0.9  # the acceptance per position a draft model must be able to pay at to be kept ready
 
-
-@dataclass
-class Candidates:
-    """A proposer's tokens for one sequence, each with its calibrated acceptance (conditional on
-    the ones before it being kept) and the signal it was calibrated from."""
-
-    source: str  # "ngram", "edit" or the step-wise drafter's name
-    tokens: list[int]
-    accept: list[float]
-    buckets: list[tuple]
-    priors: list[float]
-    subst: list[bool] | None = None  # tokens a learned edit wrote (the edit tracker's)
-
-    def proposal(self, k: int) -> Proposal:
-        return Proposal(self.tokens[:k], subst=self.subst[:k] if self.subst else None)
+# (source, buckets, priors, tokens kept): what the target kept of a draft, for the calibration
+Learn = Callable[[str, list, list, int], None]
 
 
-class Hindsight:
+class UnsentOffers:
     """The first token each copy proposer offered at a pass that sent no draft, scored once the
     target has emitted the token it would have had to match.
 
@@ -69,27 +56,27 @@ class Hindsight:
     of the first position's signal. Drafts that were sent are learned from as before, never here.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._at = -1  # the index in the history the offered tokens would have taken
-        self._offers: list[tuple[str, int, tuple, float]] = []  # (source, token, bucket, prior)
+        self._offers: list[Draft] = []  # the candidates offered there, each with a token
 
-    def offer(self, at: int, *cands: Candidates) -> None:
+    def offer(self, at: int, *cands: Draft) -> None:
         self._at = at
-        self._offers = [(c.source, c.tokens[0], c.buckets[0], c.priors[0]) for c in cands if c.tokens]
+        self._offers = [c for c in cands if c.tokens]
 
     def withdraw(self) -> None:
         """A draft was sent: it is learned from when it is verified, not here."""
         self._offers = []
 
-    def settle(self, history: list[int], learn: Callable[[str, list, list, int], None]) -> None:
+    def settle(self, history: list[int], learn: Learn) -> None:
         """Score what was offered against ``history`` (the same sequence, since grown)."""
         if self._offers and len(history) > self._at >= 0:
-            for source, token, bucket, prior in self._offers:
-                learn(source, [bucket], [prior], int(history[self._at] == token))
+            for c in self._offers:
+                learn(c.source, c.buckets[:1], c.priors[:1], int(history[self._at] == c.tokens[0]))
         self._offers = []
 
 
-def _edit_signal(d: Drafted) -> tuple[tuple, float]:
+def _edit_signal(d: CopyToken) -> tuple[tuple, float]:
     """Bucket and face value of a token the edit tracker proposed: a copy is as likely as the
     stretch the output has followed the source is long; a substitution as its rule's record
     (confirmed against refused) says, and a copy over a place where a rule was refused more
@@ -116,11 +103,11 @@ class AutoDrafter(Drafter):
         self.costs = costs
         self.index = SuffixIndex()
         self.edits = EditTracker()  # the copy with the edits learned so far (``edits.py``)
-        self.hindsight = Hindsight()
+        self.unsent = UnsentOffers()
         self.attach(model)
         self.reset()
         self._model_live = False
-        self._pending: tuple[str, list, list, int] = ("none", [], [], 0)  # source, signals, forced before them
+        self._pending = Draft.nothing()  # the last proposal, learned from at ``accept``
         self._last_source = "none"
 
     def attach(self, model: Drafter | None) -> None:
@@ -146,7 +133,7 @@ class AutoDrafter(Drafter):
     def begin(self, prompt: list[int], sampler=None) -> None:
         self.index.begin(prompt)
         self.edits.begin(prompt)
-        self.hindsight = Hindsight()
+        self.unsent = UnsentOffers()
         # the model is prefilled only when it could ever pay on this machine
         self._model_live = self.model is not None and self.model_can_pay(32)
         if self._model_live:
@@ -159,10 +146,12 @@ class AutoDrafter(Drafter):
     def draft(self, history: list[int], n_max: int) -> list[int]:
         return self.propose(history, n_max).tokens
 
-    def ngram_candidates(self, index: SuffixIndex, history: list[int], n_max: int) -> Candidates:
+    def ngram_candidates(self, index: SuffixIndex, history: list[int], n_max: int) -> Draft:
         """What ``index`` would propose after ``history``, each token with its calibrated acceptance;
         the walk stops once the whole prefix is too unlikely to be kept to matter."""
-        cand = Candidates("ngram", [], [], [], [])
+        buckets: list[tuple] = []
+        priors: list[float] = []
+        accept: list[float] = []
         run = [1.0]
 
         def keep(share: float, order: int) -> bool:
@@ -171,19 +160,23 @@ class AutoDrafter(Drafter):
             run[0] *= a
             if run[0] < STOP_WALK:
                 return False
-            cand.buckets.append(b)
-            cand.priors.append(p)
-            cand.accept.append(a)
+            buckets.append(b)
+            priors.append(p)
+            accept.append(a)
             return True
 
-        cand.tokens = index.propose(history, n_max, keep)[0]
-        return cand
+        tokens = index.propose(history, n_max, keep)[0]
+        return Draft(Proposal(tokens), "ngram", buckets, priors, accept=accept)
 
-    def edit_candidates(self, tracker: EditTracker, history: list[int], n_max: int) -> Candidates:
+    def edit_candidates(self, tracker: EditTracker, history: list[int], n_max: int) -> Draft:
         """What the edit tracker would propose after ``history``: the source from where the output
         follows it, with the edits learned so far written in; calibrated like the index's."""
         tracker.update(history)
-        cand = Candidates("edit", [], [], [], [], [])
+        tokens: list[int] = []
+        buckets: list[tuple] = []
+        priors: list[float] = []
+        accept: list[float] = []
+        subst: list[bool] = []
         run = 1.0
         for d in tracker.propose(n_max):
             b, p = _edit_signal(d)
@@ -191,77 +184,70 @@ class AutoDrafter(Drafter):
             run *= a
             if run < STOP_WALK:
                 break
-            cand.tokens.append(d.token)
-            cand.buckets.append(b)
-            cand.priors.append(p)
-            cand.accept.append(a)
-            cand.subst.append(d.kind == SUBSTITUTED)
-        return cand
+            tokens.append(d.token)
+            buckets.append(b)
+            priors.append(p)
+            accept.append(a)
+            subst.append(d.kind == SUBSTITUTED)
+        return Draft(Proposal(tokens, subst=subst), "edit", buckets, priors, accept=accept)
 
     def copy_candidates(self, index: SuffixIndex, tracker: EditTracker, history: list[int], n_max: int,
-                        hindsight: Hindsight | None = None) -> Candidates:
+                        unsent: UnsentOffers | None = None) -> Draft:
         """The better of the suffix index's and the edit tracker's candidates, by expected rate.
-        With ``hindsight`` (the sequence's), what it offered at the last undrafted pass is scored
+        With ``unsent`` (the sequence's), what it offered at the last undrafted pass is scored
         first, and both proposers' candidates are offered to it; the caller withdraws them
-        (``hindsight.withdraw()``) when it sends a draft."""
+        (``unsent.withdraw()``) when it sends a draft."""
         costs = self.costs
         t0 = time.perf_counter()
-        if hindsight is not None:
-            hindsight.settle(history, self.learn)
+        if unsent is not None:
+            unsent.settle(history, self.learn)
         ng = self.ngram_candidates(index, history, n_max)
         ed = self.edit_candidates(tracker, history, n_max)
         cost = costs.draft_seconds("ngram")
         best = ed if best_length(ed.accept, costs, cost).rate > best_length(ng.accept, costs, cost).rate else ng
-        if hindsight is not None:
-            hindsight.offer(len(history), ng, ed)
+        if unsent is not None:
+            unsent.offer(len(history), ng, ed)
         costs.observe_draft("ngram", max(1, len(best.tokens)), time.perf_counter() - t0)
         return best
 
     def propose(self, history: list[int], n_max: int) -> Proposal:
         costs = self.costs
-        cand = self.copy_candidates(self.index, self.edits, history, n_max, self.hindsight)
+        cand = self.copy_candidates(self.index, self.edits, history, n_max, self.unsent)
         ng = best_length(cand.accept, costs, costs.draft_seconds("ngram"))
         best_rate = ng.rate
-        choice: tuple[str, Proposal, list, list] = ("none", Proposal([]), [], [])
-        if ng.k > 0:
-            choice = (cand.source, cand.proposal(ng.k), cand.buckets[: ng.k], cand.priors[: ng.k])
+        choice = cand.first(ng.k) if ng.k > 0 else Draft.nothing()
         if self._model_live and self._model_expected(n_max) > best_rate:
             choice = self._draft_with_model(history, n_max) or choice
-        source, proposal, b, p = choice
-        if proposal.tokens:
-            self.hindsight.withdraw()
-        self._pending = (source, b, p, 0)
-        self._last_source = source if proposal.tokens else "none"
-        return proposal
+        if choice.tokens:
+            self.unsent.withdraw()
+        self._pending = choice
+        self._last_source = choice.source if choice.tokens else "none"
+        return choice.proposal
 
     def propose_after(self, history: list[int], forced: list[int], n_max: int) -> Proposal:
         """Under a grammar: the tokens it forces (kept for certain: acceptance 1) and the copy
         candidates after them, cut where the expected rate is best, as any draft; a pass that
         is not worth even the forced tokens drafts nothing. The draft model is not asked here."""
         costs = self.costs
-        hindsight = None if forced else self.hindsight  # after forced tokens it cannot score the offer
-        cand = (self.copy_candidates(self.index, self.edits, history + forced, n_max - len(forced), hindsight)
-                if n_max > len(forced) else Candidates("ngram", [], [], [], []))
+        unsent = None if forced else self.unsent  # after forced tokens it cannot score the offer
+        cand = (self.copy_candidates(self.index, self.edits, history + forced, n_max - len(forced), unsent)
+                if n_max > len(forced) else Draft.nothing())
         k = best_length([1.0] * len(forced) + cand.accept, costs, costs.draft_seconds("ngram")).k
         if k:
-            self.hindsight.withdraw()
-        extra = max(0, k - len(forced))
-        subst = [False] * len(forced) + (cand.subst or [False] * len(cand.tokens))
-        proposal = Proposal((forced + cand.tokens)[:k], subst=subst[:k] if any(subst[:k]) else None)
-        self._pending = (cand.source, cand.buckets[:extra], cand.priors[:extra], len(forced)) if extra else \
-            ("none", [], [], 0)
-        self._last_source = cand.source if extra else "grammar" if k else "none"
-        return proposal
+            self.unsent.withdraw()
+        self._pending = draft = cand.behind(forced, k)
+        self._last_source = draft.source
+        return draft.proposal
 
     @property
     def last_source(self) -> str:
         return self._last_source
 
     def accept(self, n_accepted: int) -> None:
-        source, buckets, priors, offset = self._pending
-        if n_accepted >= offset:
-            self.learn(source, buckets, priors, n_accepted - offset)
-        self._pending = ("none", [], [], 0)
+        d = self._pending
+        if n_accepted >= d.n_forced:
+            self.learn(d.source, d.buckets, d.priors, n_accepted - d.n_forced)
+        self._pending = Draft.nothing()
 
     def learn(self, source: str, buckets: list, priors: list, n_accepted: int) -> None:
         """What the target kept of a proposal from ``source``, for the calibration of its signals
@@ -301,7 +287,7 @@ class AutoDrafter(Drafter):
             return best_length(accept, self.costs, self.costs.draft_seconds(self.name)).k > 0
         return could_pay(self.costs, self.name, n_max, self.model_position)
 
-    def _draft_with_model(self, history: list[int], n_max: int):
+    def _draft_with_model(self, history: list[int], n_max: int) -> Draft | None:
         costs = self.costs
         d = costs.draft_seconds(self.name)
         cal, accs = self._model_conf, []
@@ -326,8 +312,13 @@ class AutoDrafter(Drafter):
         costs.observe_draft(self.name, max(1, len(proposal.tokens)), time.perf_counter() - t0)
         if not proposal.tokens:
             return None
-        confs = model.last_confidences
-        return (self.name, proposal, [(confidence_bucket(c),) for c in confs], list(confs))
+        return model_draft(self.name, proposal, model.last_confidences)
+
+
+def model_draft(name: str, proposal: Proposal, confidences: list[float]) -> Draft:
+    """A step-wise drafter's draft, each token's signal its confidence (the draft's top-10
+    probability of its best token, taken before anything was drawn)."""
+    return Draft(proposal, name, [(confidence_bucket(c),) for c in confidences], list(confidences))
 
 
 def could_pay(costs: CostModel, name: str, n_max: int, learned: Callable[[int], float] | None = None) -> bool:

@@ -51,8 +51,9 @@ RULES_PER_TOKEN = 16  # rules kept per first pattern token (the weakest goes fir
 COPY, SUBSTITUTED = "copy", "substituted"
 
 
-class Drafted(NamedTuple):
-    """A proposed token and what a calibrator needs to guess whether it will be kept."""
+class CopyToken(NamedTuple):
+    """A token of the tracker's copy of the source (copied, or written by a rule), and what a
+    calibrator needs to guess whether it will be kept."""
 
     token: int
     kind: str  # COPY or SUBSTITUTED
@@ -302,7 +303,7 @@ class EditTracker:
         rule.record(ctx, True)
 
     # --- proposing --------------------------------------------------------------------------------
-    def propose(self, n_max: int) -> list[Drafted]:
+    def propose(self, n_max: int) -> list[CopyToken]:
         """Up to ``n_max`` tokens to follow the output: the source from the pointer, with the
         rules that apply written in; nothing while the output does not follow the source."""
         if not self._readings or n_max <= 0:
@@ -311,17 +312,17 @@ class EditTracker:
         src, run, res = self.src, r.run, []
         if r.rest:
             cell = r.rule.cell(r.ctx)
-            res += [Drafted(t, SUBSTITUTED, run, cell[0], cell[1]) for t in r.rest]
+            res += [CopyToken(t, SUBSTITUTED, run, cell[0], cell[1]) for t in r.rest]
         pos, edited = r.pos, r.edited
         while len(res) < n_max and pos < len(src):
             found = [(rule, rule.cell(ctx)) for rule, ctx in self._rules_at(pos, edited)]
             rule, cell = max(found, key=lambda rc: (_applies(rc[1]), rc[1][0] - rc[1][1], rc[1][0]),
                              default=(None, [0, 0, False]))
             if rule is not None and _applies(cell):
-                res += [Drafted(t, SUBSTITUTED, run, cell[0], cell[1]) for t in rule.replacement]
+                res += [CopyToken(t, SUBSTITUTED, run, cell[0], cell[1]) for t in rule.replacement]
                 pos, edited = pos + len(rule.pattern), not rule.pattern or not rule.replacement
             else:
-                res.append(Drafted(src[pos], COPY, run, cell[0], cell[1]))
+                res.append(CopyToken(src[pos], COPY, run, cell[0], cell[1]))
                 pos, edited = pos + 1, False
         res = res[:n_max]
         self.stats["proposed"] += len(res)
