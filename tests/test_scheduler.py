@@ -137,7 +137,7 @@ def test_greedy_outputs_equal_each_prompt_alone(tiny_target, tiny_draft, n_seq, 
 def test_decoding_apart_from_prompt_chunks_decodes_each_as_alone(tiny_target, tiny_draft):
     """Where riding along with prompt chunks measured dearer than two passes, the prompts are read
     in a pass of their own and the decoding sequences decode in the next (riding one step in
-    ``RIDE_EXPLORE`` still): the same outputs, and far fewer passes that do both."""
+    ``RIDE_ANYWAY_EVERY`` still): the same outputs, and far fewer passes that do both."""
     eng = _engine(tiny_target, tiny_draft, 2, "auto")
     try:
         eng.set_costs(gpu_like(0.02))

@@ -27,7 +27,8 @@ class PassBatch:
     base: list[int] = field(default_factory=list)  # each decoding sequence's first row
     n_decoding: int = 0  # rows of the decoding sequences
     chunks: list[tuple[SeqSlot, int]] = field(default_factory=list)  # (prompt read, tokens of it in this pass)
-    firsts: list[tuple[SeqSlot, int]] = field(default_factory=list)  # prompts read to their end: (slot, row)
+    # prompts read to their end in this pass: (slot, the row of their last token, whose logits give the first)
+    prompt_ends: list[tuple[SeqSlot, int]] = field(default_factory=list)
 
     def add(self, token: int, pos: int, seq: int, out: bool) -> None:
         self.toks.append(token)
@@ -36,12 +37,12 @@ class PassBatch:
         self.outs.append(out)
 
 
-def lay_out(dec: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks | None], pre: list[SeqSlot],
+def lay_out(decoding: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks | None], reading: list[SeqSlot],
             *, n_batch: int, n_outputs_max: int) -> PassBatch:
-    """The pass over ``dec`` (with ``drafts``, cut to ``masks``) and as much of ``pre``'s prompts
+    """The pass over ``decoding`` (with ``drafts``, cut to ``masks``) and as much of ``reading``'s prompts
     as fits in ``n_batch`` tokens and ``n_outputs_max`` logits rows."""
     b = PassBatch()
-    for s, d, m in zip(dec, drafts, masks):
+    for s, d, m in zip(decoding, drafts, masks):
         b.base.append(len(b.toks))
         # rows the grammar decides alone need no logits, unless their log-probabilities are asked
         wanted = m.wanted() if m is not None and s.gen.logprobs is None else None
@@ -50,7 +51,7 @@ def lay_out(dec: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks | Non
     b.n_decoding = len(b.toks)
     room = n_batch - len(b.toks)
     n_out = len(b.toks)  # every decoding token has its logits row
-    for s in pre:
+    for s in reading:
         take = min(room, s.unread)
         if take <= 0:
             break
@@ -60,7 +61,7 @@ def lay_out(dec: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks | Non
         room -= take
         if take == s.unread and room > 0 and n_out < n_outputs_max:
             n_out += 1
-            b.firsts.append((s, len(b.toks)))
+            b.prompt_ends.append((s, len(b.toks)))
             b.add(s.tokens[-1], len(s.tokens) - 1, s.seq, True)
             room -= 1
     return b

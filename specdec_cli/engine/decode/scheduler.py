@@ -4,7 +4,7 @@ The target context holds several sequences in a unified KV cache (one pool of ce
 sequence draws from). Each step is one target pass that carries, for every sequence that is
 decoding, its last token and its draft (possibly none), and fills the rest of the batch with
 prefill chunks of the sequences still reading their prompts, where the cost model has not
-measured that dearer than a pass for each (``_rides``). A finished job's sequence takes
+measured that dearer than a pass for each (``_decode_with_prompts``). A finished job's sequence takes
 the next waiting prompt at once, so decoding never stalls behind a long prefill. A prompt that
 begins like one already in the cache (the same system prompt, the earlier turns of a
 conversation) shares those cells instead of computing them again: in place when the free
@@ -52,7 +52,7 @@ from .pass_batch import lay_out
 from .pass_drafts import PassDrafter
 from .session import Session
 
-RIDE_EXPLORE = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
+RIDE_ANYWAY_EVERY = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 
 
 class Scheduler:
@@ -92,10 +92,10 @@ class Scheduler:
         # ``_start`` looked up at each admission, not bound here: a caller may wrap it (the fault tests do)
         self.admission = Admission(self.slots, self.ctx, self.waiting,
                                    lambda slot, job, reused: self._start(slot, job, reused), n_parallel=self.n_parallel)
-        self._ride_steps = 0  # steps that could ride (``_rides``)
+        self._steps_that_could_ride = 0  # steps whose decoding sequences could ride with prompts
         # a step is one pass, so a server takes new requests between any two (``Worker.run``): after
-        # a pass that read prompts alone, the decoding sequences are owed the next one
-        self._owe_decode = False
+        # a pass that read prompts alone, the decoding sequences go in the next one, alone
+        self._decoding_goes_next = False
 
     # --- the run ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -107,7 +107,7 @@ class Scheduler:
             d.set_active(d is self.auto)
         self.slots[:] = [SeqSlot(i) for i in range(self.ctx.params.n_seq_max)]  # in place: admission's too
         self.waiting.clear()
-        self._owe_decode = False
+        self._decoding_goes_next = False
 
     def submit(self, job: Job) -> None:
         self.waiting.append(job)
@@ -145,45 +145,45 @@ class Scheduler:
         done = self._drop_cancelled()
         self.admission.share_ready()
         self.admission.admit()
-        pre = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
-        if self._owe_decode:  # the last step read prompts alone: the decoding sequences go now, alone
-            self._owe_decode, pre = False, []
-        elif pre and not self._rides(pre):  # the prompts alone, and the decoding sequences in the next step
-            self._owe_decode = any(s.job is not None and s.decoding for s in self.slots)
-            return done + self._pass([], pre)
-        dec = [s for s in self.slots if s.job is not None and s.decoding]
-        for s in [s for s in dec if self.ctx_seq - len(s.tokens) < 0]:
+        reading = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
+        if self._decoding_goes_next:  # the last step read prompts alone: the decoding sequences go now, alone
+            self._decoding_goes_next, reading = False, []
+        elif reading and not self._decode_with_prompts(reading):  # the prompts alone, decoding in the next step
+            self._decoding_goes_next = any(s.job is not None and s.decoding for s in self.slots)
+            return done + self._pass([], reading)
+        decoding = [s for s in self.slots if s.job is not None and s.decoding]
+        for s in [s for s in decoding if self.ctx_seq - len(s.tokens) < 0]:
             done.append(self._finish(s, "context"))
-        dec = [s for s in dec if s.job is not None]
-        return done + self._pass(dec, pre)
+        decoding = [s for s in decoding if s.job is not None]
+        return done + self._pass(decoding, reading)
 
-    def _rides(self, pre: list[SeqSlot]) -> bool:
+    def _decode_with_prompts(self, reading: list[SeqSlot]) -> bool:
         """Whether this step's decoding sequences ride in the pass that reads the prompts of
-        ``pre``, or run in a pass of their own after it: as the cost model has measured riding
+        ``reading``, or run in a pass of their own after it: as the cost model has measured riding
         against running apart at about that pass's size (``CostModel.observe_ride``), one step
-        in ``RIDE_EXPLORE`` riding anyway while apart is cheaper, since the answer moves with
-        the sequences' depth."""
+        in ``RIDE_ANYWAY_EVERY`` riding anyway while apart is cheaper, since the answer moves
+        with the sequences' depth."""
         n_dec = sum(s.job is not None and s.decoding for s in self.slots)
         if self.costs is None or not n_dec:
             return True
-        pending = sum(s.unread for s in pre)
-        self._ride_steps += 1
+        pending = sum(s.unread for s in reading)
+        self._steps_that_could_ride += 1
         return self.costs.rides(n_dec + min(pending, self.ctx.n_batch - n_dec)) or \
-            self._ride_steps % RIDE_EXPLORE == 0
+            self._steps_that_could_ride % RIDE_ANYWAY_EVERY == 0
 
-    def _pass(self, dec: list[SeqSlot], pre: list[SeqSlot]) -> list[tuple[Job, Result]]:
-        """One target pass over the decoding sequences ``dec`` (with their drafts) and chunks of
-        the prompts of ``pre``; the jobs that ended in it."""
+    def _pass(self, decoding: list[SeqSlot], reading: list[SeqSlot]) -> list[tuple[Job, Result]]:
+        """One target pass over the decoding sequences ``decoding`` (with their drafts) and chunks of
+        the prompts of ``reading``; the jobs that ended in it."""
         done: list[tuple[Job, Result]] = []
-        pending = sum(s.unread for s in pre)
-        caps = self._caps(dec, pre, reserve=min(pending, self.ctx.n_batch // 4))
+        pending = sum(s.unread for s in reading)
+        caps = self._caps(decoding, reading, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
-        drafts = self._drafts(dec, caps, max(0, min(pending, self.ctx.n_batch - len(dec) - sum(caps))))
+        drafts = self._drafts(decoding, caps, max(0, min(pending, self.ctx.n_batch - len(decoding) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
-        masks = self._masks(dec, drafts, done)
-        kept = [i for i, s in enumerate(dec) if s.job is not None]
-        dec, drafts, masks = [dec[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept]
-        batch = lay_out(dec, drafts, masks, pre, n_batch=self.ctx.n_batch, n_outputs_max=self.ctx.params.n_outputs_max)
+        masks = self._masks(decoding, drafts, done)
+        kept = [i for i, s in enumerate(decoding) if s.job is not None]
+        decoding, drafts, masks = [decoding[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept]
+        batch = lay_out(decoding, drafts, masks, reading, n_batch=self.ctx.n_batch, n_outputs_max=self.ctx.params.n_outputs_max)
         toks, chunks, n_decoding = batch.toks, batch.chunks, batch.n_decoding
         if not toks:
             return done
@@ -193,17 +193,17 @@ class Scheduler:
         try:
             filler = self.ctx.decode_many(toks, batch.pos, batch.seqs, batch.outs, pad=size - len(toks))
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
-            return done + [self._finish(s, "context") for s in dec + pre if s.job is not None]
+            return done + [self._finish(s, "context") for s in decoding + reading if s.job is not None]
         except Exception as exc:  # noqa: BLE001 - the pass failed: it ends the sequences it carried
-            return done + [self._fault(s, exc) for s in dec + [c for c, _ in chunks] if s.job is not None]
+            return done + [self._fault(s, exc) for s in decoding + [c for c, _ in chunks] if s.job is not None]
         dt = time.perf_counter() - t
         self.stats.n_filler += filler
-        if self.costs is not None and dec and chunks:  # a pass both read prompts and decoded
+        if self.costs is not None and decoding and chunks:  # a pass both read prompts and decoded
             self.costs.observe_ride(dt, len(toks) + filler - n_decoding, n_decoding)
         elif self.costs is not None and all(m is None or m.every_row for m in masks):
             self.costs.observe_pass(len(toks) + filler, dt)  # the curve prices passes with every decoding row
         self.stats.n_passes += 1
-        self.stats.seq_passes += len(dec)
+        self.stats.seq_passes += len(decoding)
         n_pass = len(toks) + filler
         for s, take in chunks:
             s.n_cached += take
@@ -211,9 +211,9 @@ class Scheduler:
                    seconds=round(dt, 4))
             if s.decoding:
                 s.stats.prompt_seconds = time.perf_counter() - s.t_admit
-        share = t_draft / max(1, len(dec))
-        verify = [(s, d, b, share, m) for s, d, b, m in zip(dec, drafts, batch.base, masks)]
-        verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.firsts]  # drafted nothing: no drafting time
+        share = t_draft / max(1, len(decoding))
+        verify = [(s, d, b, share, m) for s, d, b, m in zip(decoding, drafts, batch.base, masks)]
+        verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.prompt_ends]  # drafted nothing: no drafting time
         for s, d, b, drafting, m in verify:
             try:
                 ended = self._verify(s, d, b, dt, drafting, m)
@@ -223,12 +223,12 @@ class Scheduler:
                 done.append(ended)
         return done
 
-    def _masks(self, dec: list[SeqSlot], drafts: list[Draft], done: list) -> list[PassMasks | None]:
+    def _masks(self, decoding: list[SeqSlot], drafts: list[Draft], done: list) -> list[PassMasks | None]:
         """Under a grammar, each draft cut to what it allows (in ``drafts``, in place) and the masks
         along the cut draft, as one object (``PassMasks``: why no kept token can be one the grammar
         forbids). A grammar that faults here ends its sequence before the pass (into ``done``)."""
         masks: list[PassMasks | None] = []  # rows the grammar decides alone get no logits
-        for i, (s, d) in enumerate(zip(dec, drafts)):
+        for i, (s, d) in enumerate(zip(decoding, drafts)):
             try:
                 m = PassMasks.along(s.constraint, d.proposal) if s.constraint is not None else None
             except Exception as exc:  # noqa: BLE001 - this sequence's fault alone
@@ -239,18 +239,18 @@ class Scheduler:
             masks.append(m)
         return masks
 
-    def _drafts(self, dec: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Draft]:
+    def _drafts(self, decoding: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Draft]:
         """The pass's drafts (``PassDrafter``). A drafter that faults is set aside for the sequence
         it faulted on, which goes on undrafted (its output is the target's either way): the pass
         drafts again one sequence at a time to find which, and the draft model, whose cache the
         fault may have left half caught up, forgets the pass's sequences."""
-        caps = [0 if s.draft_off else c for s, c in zip(dec, caps)]
+        caps = [0 if s.draft_off else c for s, c in zip(decoding, caps)]
         try:
-            return self.drafter.draft(dec, caps, n_prefill)
+            return self.drafter.draft(decoding, caps, n_prefill)
         except Exception:  # noqa: BLE001 - found and set aside below
             pass
         out: list[Draft] = []
-        for s, c in zip(dec, caps):
+        for s, c in zip(decoding, caps):
             if self.model is not None:
                 self.model.forget(s.seq)
             try:
@@ -261,18 +261,18 @@ class Scheduler:
                 out.append(Draft.nothing())
         return out
 
-    def _caps(self, dec: list[SeqSlot], pre: list[SeqSlot], reserve: int) -> list[int]:
+    def _caps(self, decoding: list[SeqSlot], reading: list[SeqSlot], reserve: int) -> list[int]:
         """The longest draft each decoding sequence may send: its budget and context, and all of them
         within the outputs and tokens one pass takes, leaving ``reserve`` tokens of it to prompts
         still being read (drafts never starve a prefill). Under ``first_tokens_first``, none
-        where the first prompt of ``pre`` (it takes the room first) is read to its end in this
+        where the first prompt of ``reading`` (it takes the room first) is read to its end in this
         pass with its last token after it, as ``_pass`` lays the batch out."""
-        if self.first_tokens_first and pre and pre[0].unread < self.ctx.n_batch - len(dec) \
-                and len(dec) < self.ctx.params.n_outputs_max:
-            return [0] * len(dec)
+        if self.first_tokens_first and reading and reading[0].unread < self.ctx.n_batch - len(decoding) \
+                and len(decoding) < self.ctx.params.n_outputs_max:
+            return [0] * len(decoding)
         caps = [max(0, min(self.draft_max, s.gen.max_tokens - len(s.output) - 1, self.ctx_seq - len(s.tokens)))
-                for s in dec]
-        limit = max(0, min(self.ctx.params.n_outputs_max, self.ctx.n_batch - reserve) - len(dec))
+                for s in decoding]
+        limit = max(0, min(self.ctx.params.n_outputs_max, self.ctx.n_batch - reserve) - len(decoding))
         while sum(caps) > limit:
             caps[caps.index(max(caps))] -= 1
         return caps
