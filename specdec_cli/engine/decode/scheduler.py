@@ -31,26 +31,25 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from ...terminal.textstream import TextStream
-from ..drafters.auto import UnsentOffers
 from ..drafters.draft import Draft
-from ..drafters.edits import EditTracker
 from ..drafters.model_batch import BatchModelDrafter
-from ..drafters.ngram import NgramDrafter
-from ..drafters.suffix import OutputPool, SuffixIndex
 from ..errors import ContextFull, describe
-from ..options import GenOptions
 from ..result import Result
 from ..stats import GenerationStats
 from ..structured.pass_masks import PassMasks, through_end
 from ..verify.logprobs import logprobs_of
-from ..verify.verifiers import Sampler, SamplingParams, Verifier, make_verifier, resolve_verify
 from .admission import Admission
+from .job_start import JobStart
 from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
-from .pass_batch import lay_out
+from .pass_batch import PassBatch, lay_out
 from .pass_drafts import PassDrafter
 from .session import Session
+
+if TYPE_CHECKING:
+    from ..options import GenOptions
+    from .runner import Engine
 
 RIDE_ANYWAY_EVERY = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 
@@ -59,7 +58,8 @@ class Scheduler:
     """Runs jobs ``n_parallel`` at a time on an engine loaded with at least that many sequences;
     the context's other sequences keep finished prompts' cells for later ones."""
 
-    def __init__(self, engine, gen, *, n_parallel: int, method: str | None, first_tokens_first: bool = False):
+    def __init__(self, engine: Engine, gen: GenOptions, *, n_parallel: int, method: str | None,
+                 first_tokens_first: bool = False):
         """``first_tokens_first`` (a server): a pass that reads the end of a waiting prompt, so
         that its first token comes out of it, carries no drafts of the decoding sequences. On
         a CPU a pass costs about its rows: in an agent loop here a 50-token turn riding with a
@@ -68,7 +68,6 @@ class Scheduler:
         waits for all its answers, drafts in every pass."""
         self.first_tokens_first = first_tokens_first
         self.engine = engine
-        self.gen = gen
         self.ctx = engine.target_ctx
         self.n_parallel = max(1, min(n_parallel, self.ctx.params.n_seq_max))
         self.method = method
@@ -84,8 +83,8 @@ class Scheduler:
         self.auto, self.model = auto, model
         self.drafter = PassDrafter(engine.costs, method, auto, model, p_min=engine.draft_options.p_min)
         self.costs = engine.costs if engine.calibration.ready else None
-        self.pool = OutputPool()
-        self.edit_rules = EditTracker()  # edits learned in one sequence apply in the others
+        self.job_start = JobStart(gen, target=engine.target_model, constraint=engine.constraint, method=method,
+                                  auto=auto is not None, sampled_drafts=model is not None)
         self.stats = RunStats(n_parallel=self.n_parallel)
         self.slots: list[SeqSlot] = []  # every sequence of the context, made by ``start``
         self.waiting: deque[Job] = deque()
@@ -172,19 +171,13 @@ class Scheduler:
             self._steps_that_could_ride % RIDE_ANYWAY_EVERY == 0
 
     def _pass(self, decoding: list[SeqSlot], reading: list[SeqSlot]) -> list[tuple[Job, Result]]:
-        """One target pass over the decoding sequences ``decoding`` (with their drafts) and chunks of
-        the prompts of ``reading``; the jobs that ended in it."""
+        """One target pass over the ``decoding`` sequences (with their drafts) and chunks of the
+        prompts of ``reading``; the jobs that ended in it."""
         done: list[tuple[Job, Result]] = []
-        pending = sum(s.unread for s in reading)
-        caps = self._caps(decoding, reading, reserve=min(pending, self.ctx.n_batch // 4))
-        t_draft = time.perf_counter()
-        drafts = self._drafts(decoding, caps, max(0, min(pending, self.ctx.n_batch - len(decoding) - sum(caps))))
-        t_draft = time.perf_counter() - t_draft
-        masks = self._masks(decoding, drafts, done)
-        kept = [i for i, s in enumerate(decoding) if s.job is not None]
-        decoding, drafts, masks = [decoding[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept]
-        batch = lay_out(decoding, drafts, masks, reading, n_batch=self.ctx.n_batch, n_outputs_max=self.ctx.params.n_outputs_max)
-        toks, chunks, n_decoding = batch.toks, batch.chunks, batch.n_decoding
+        decoding, drafts, masks, t_draft = self._drafted(decoding, reading, done)
+        batch = lay_out(decoding, drafts, masks, reading, n_batch=self.ctx.n_batch,
+                        n_outputs_max=self.ctx.params.n_outputs_max)
+        toks = batch.toks
         if not toks:
             return done
         # run at a larger size where the curve says it is cheaper (filler tokens, dropped after it)
@@ -195,22 +188,9 @@ class Scheduler:
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in decoding + reading if s.job is not None]
         except Exception as exc:  # noqa: BLE001 - the pass failed: it ends the sequences it carried
-            return done + [self._fault(s, exc) for s in decoding + [c for c, _ in chunks] if s.job is not None]
+            return done + [self._fault(s, exc) for s in decoding + [c for c, _ in batch.chunks] if s.job is not None]
         dt = time.perf_counter() - t
-        self.stats.n_filler += filler
-        if self.costs is not None and decoding and chunks:  # a pass both read prompts and decoded
-            self.costs.observe_ride(dt, len(toks) + filler - n_decoding, n_decoding)
-        elif self.costs is not None and all(m is None or m.every_row for m in masks):
-            self.costs.observe_pass(len(toks) + filler, dt)  # the curve prices passes with every decoding row
-        self.stats.n_passes += 1
-        self.stats.seq_passes += len(decoding)
-        n_pass = len(toks) + filler
-        for s, take in chunks:
-            s.n_cached += take
-            s.note("prompt pass", rows=take, pass_rows=n_pass, decoding_rows=n_decoding,
-                   seconds=round(dt, 4))
-            if s.decoding:
-                s.stats.prompt_seconds = time.perf_counter() - s.t_admit
+        self._count_pass(batch, len(decoding), masks, filler, dt)
         share = t_draft / max(1, len(decoding))
         verify = [(s, d, b, share, m) for s, d, b, m in zip(decoding, drafts, batch.base, masks)]
         verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.prompt_ends]  # drafted nothing: no drafting time
@@ -222,6 +202,39 @@ class Scheduler:
             if ended is not None:
                 done.append(ended)
         return done
+
+    def _drafted(self, decoding: list[SeqSlot], reading: list[SeqSlot], done: list[tuple[Job, Result]]
+                 ) -> tuple[list[SeqSlot], list[Draft], list[PassMasks | None], float]:
+        """What the decoding sequences send in this pass, before it is laid out: the sequences
+        still running once the grammars have cut the drafts (one that faulted ends, into
+        ``done``), their drafts, the masks along them, and the seconds drafting took."""
+        pending = sum(s.unread for s in reading)
+        caps = self._caps(decoding, reading, reserve=min(pending, self.ctx.n_batch // 4))
+        t_draft = time.perf_counter()
+        drafts = self._drafts(decoding, caps, max(0, min(pending, self.ctx.n_batch - len(decoding) - sum(caps))))
+        t_draft = time.perf_counter() - t_draft
+        masks = self._masks(decoding, drafts, done)
+        kept = [i for i, s in enumerate(decoding) if s.job is not None]
+        return [decoding[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept], t_draft
+
+    def _count_pass(self, batch: PassBatch, n_decoding_seqs: int, masks: list[PassMasks | None], filler: int,
+                    dt: float) -> None:
+        """A pass that ran, in the cost model (riding, or a pass's cost by its size), in the run's
+        figures, and in the prompts it read (each chunk in its request's timeline)."""
+        toks, chunks, n_decoding = batch.toks, batch.chunks, batch.n_decoding
+        self.stats.n_filler += filler
+        if self.costs is not None and n_decoding_seqs and chunks:  # a pass both read prompts and decoded
+            self.costs.observe_ride(dt, len(toks) + filler - n_decoding, n_decoding)
+        elif self.costs is not None and all(m is None or m.every_row for m in masks):
+            self.costs.observe_pass(len(toks) + filler, dt)  # the curve prices passes with every decoding row
+        self.stats.n_passes += 1
+        self.stats.seq_passes += n_decoding_seqs
+        n_pass = len(toks) + filler
+        for s, take in chunks:
+            s.n_cached += take
+            s.note("prompt pass", rows=take, pass_rows=n_pass, decoding_rows=n_decoding, seconds=round(dt, 4))
+            if s.decoding:
+                s.stats.prompt_seconds = time.perf_counter() - s.t_admit
 
     def _masks(self, decoding: list[SeqSlot], drafts: list[Draft], done: list) -> list[PassMasks | None]:
         """Under a grammar, each draft cut to what it allows (in ``drafts``, in place) and the masks
@@ -278,67 +291,43 @@ class Scheduler:
         return caps
 
     def _start(self, slot: SeqSlot, job: Job, reused: int) -> None:
-        """``job`` takes ``slot``, whose first ``reused`` cells hold its prompt's head already
-        (``Admission``): every field of the job's (``SeqSlot``) is assigned afresh here, so
-        nothing of the sequence's last job carries over."""
-        gen = job.gen or self.gen
-        slot.job, slot.gen, slot.wait = job, gen, None
-        slot.tokens = list(job.prompt)
-        slot.n_prompt = len(job.prompt)
-        slot.n_cached = reused
-        slot.t_admit = time.perf_counter()
-        slot.t_decode = None
-        slot.output = []
-        slot.logprobs = [] if gen.logprobs is not None else None
-        slot.stream = TextStream(self.engine.target_model.piece_showing(gen.shown), gen.stop)
-        slot.constraint = self.engine.constraint(gen.grammar) if gen.grammar is not None else None
-        slot.draft_sampler, slot.verifier = self._verifier(gen, job.seed, slot.constraint is not None)
-        slot.stats = GenerationStats(method=self.method, rollback="partial")
-        slot.stats.n_prompt = len(job.prompt)
-        slot.stats.n_prompt_reused = reused
-        slot.stats.queue_seconds = slot.t_admit - job.arrived
-        if slot.decoding:
-            slot.stats.prompt_seconds = 0.0
-        self._start_drafting(slot, job)
-
-    def _verifier(self, gen: GenOptions, seed: int | None, constrained: bool) -> tuple[Sampler | None, Verifier]:
-        """A job's verifier, with a sampler of its own (its own RNG, seeded by the job where it
-        says), so its output never depends on its neighbours'; and the draft model's sampler,
-        the same one, where the exact rule needs drafts sampled from q."""
-        # under a grammar every draft is greedy (a point mass), so the exact rule needs no masked q
-        sampled = self.model is not None and not constrained
-        rule = resolve_verify(gen.verify, gen.sampling.temp, sampled_drafts=sampled)
-        sp = gen.sampling
-        sampler = Sampler(SamplingParams(temp=sp.temp, top_k=sp.top_k, top_p=sp.top_p,
-                                         seed=seed if seed is not None else sp.seed)) \
-            if rule != "greedy" else None
-        return (sampler if rule == "exact" and sampled else None), make_verifier(rule, sampler)
-
-    def _start_drafting(self, slot: SeqSlot, job: Job) -> None:
-        """The job's own proposers, begun on its prompt: under auto the suffix index (over the
-        run's earlier outputs too) and the edit tracker (the run's rules), given the copy sources
-        the prompt holds in another spelling; under ngram, prompt lookup. Its drafter back on."""
-        slot.index = SuffixIndex(self.pool) if self.auto is not None else None
-        slot.edits = EditTracker(self.edit_rules) if self.auto is not None else None
-        slot.unsent = UnsentOffers() if self.auto is not None else None
-        if slot.index is not None:
-            slot.index.begin(job.prompt)
-            slot.edits.begin(job.prompt, job.sources)
-            for source in job.sources:
-                slot.index.add_source(source)
-        slot.draft_off = False
-        slot.ngram = NgramDrafter() if self.method == "ngram" else None
-        if slot.ngram is not None:
-            slot.ngram.begin(job.prompt)
+        """``job`` takes ``slot`` (``JobStart``); admission's callback, a method so that it may be wrapped."""
+        self.job_start.start(slot, job, reused)
 
     # --- verification and the end of a job ----------------------------------------------------
     def _verify(self, s: SeqSlot, d: Draft, base: int, dt: float, draft_share: float,
-                masks: PassMasks | None = None):
-        """``masks``: the grammar's over the pass's rows of ``s``, taken before the pass (for a
-        sequence whose prompt ended in it, here)."""
-        st = s.stats
+                masks: PassMasks | None = None) -> tuple[Job, Result] | None:
+        """What ``s`` keeps of its rows of the pass (from row ``base``) and of its draft ``d``: the
+        rejected cells taken back, the kept tokens counted, emitted and streamed; its job's end,
+        if this pass ended it. ``masks``: the grammar's over the pass's rows of ``s``, taken
+        before the pass (for a sequence whose prompt ended in it, here)."""
         if s.t_decode is None:
             s.t_decode = time.perf_counter() - dt
+        accepted = self._accepted(s, d, base, masks)
+        n_kept = len(accepted) - 1
+        if n_kept < len(d.tokens):
+            self.ctx.seq_rm(s.seq, s.n_cached + 1 + n_kept, -1)
+        s.n_cached += 1 + n_kept
+        self.drafter.learn(d, n_kept)
+        self._count_draft(s, d, n_kept, dt, draft_share)
+        emit, reason = Session._cut(accepted, s.gen.max_tokens - len(s.output), self.is_eog)
+        if s.constraint is not None:
+            s.constraint.consume(through_end(accepted, self.is_eog))
+            if s.constraint.is_stopped() or (reason == "eog" and s.constraint.is_accepting()):
+                reason = "grammar"
+        s.tokens.extend(accepted)
+        s.output.extend(emit)
+        if self._emit(s, emit, n_kept, base):
+            reason = "stop"
+        if reason:
+            s.stats.n_eog += reason in ("eog", "grammar") and len(emit) < len(accepted)
+            return self._finish(s, reason)
+        return None
+
+    def _accepted(self, s: SeqSlot, d: Draft, base: int, masks: PassMasks | None) -> list[int]:
+        """The tokens ``s``'s verifier keeps: the draft's agreeing prefix and the target's own next
+        token, every row it reads masked under a grammar, each kept token checked against its
+        row's mask before anything takes it."""
         ctx = self.ctx
         rows = lambda i: ctx.logits(base + i)  # noqa: E731
         if s.constraint is not None and masks is None:  # its prompt ended in this pass: nothing drafted
@@ -348,18 +337,18 @@ class Scheduler:
         accepted = s.verifier.verify(rows, d.proposal)
         if masks is not None:
             masks.check(accepted)  # each token within its row's mask, before anything takes it
-        n_kept = len(accepted) - 1
-        draft = d.proposal.tokens
-        if n_kept < len(draft):
-            ctx.seq_rm(s.seq, s.n_cached + 1 + n_kept, -1)
-        s.n_cached += 1 + n_kept
-        self.drafter.learn(d, n_kept)
+        return accepted
+
+    def _count_draft(self, s: SeqSlot, d: Draft, n_kept: int, dt: float, draft_share: float) -> None:
+        """The pass in ``s``'s figures and the run's: its time, and what its draft's proposer sent
+        and got kept (by source: the stats say which proposer paid)."""
+        st, run = s.stats, self.stats
+        draft = d.tokens
         st.n_target_passes += 1
         st.target_seconds += dt
         st.draft_seconds += draft_share
         st.steps.append((len(draft), n_kept))
         st.record_step(d.source, len(draft))
-        run = self.stats
         run.by_drafter[d.source] = run.by_drafter.get(d.source, 0) + 1
         if draft:
             st.record_acceptance(len(draft), n_kept)
@@ -367,15 +356,13 @@ class Scheduler:
             st.n_forced += min(d.n_forced, n_kept)
             run.drafted[d.source] = run.drafted.get(d.source, 0) + len(draft)
             run.accepted[d.source] = run.accepted.get(d.source, 0) + n_kept
-        emit, reason = Session._cut(accepted, s.gen.max_tokens - len(s.output), self.is_eog)
-        if s.constraint is not None:
-            s.constraint.consume(through_end(accepted, self.is_eog))
-            if s.constraint.is_stopped() or (reason == "eog" and s.constraint.is_accepting()):
-                reason = "grammar"
-        s.tokens.extend(accepted)
-        s.output.extend(emit)
+
+    def _emit(self, s: SeqSlot, emit: list[int], n_kept: int, base: int) -> bool:
+        """The pass's emitted tokens of ``s`` out to its request: their log-probabilities where it
+        asks, its first token's time, its text as it becomes final. Whether a stop string ended it."""
+        st = s.stats
         if s.logprobs is not None and emit:
-            got = logprobs_of(lambda i: ctx.logits(base + i), emit, s.gen.logprobs)
+            got = logprobs_of(lambda i: self.ctx.logits(base + i), emit, s.gen.logprobs)
             s.logprobs += got
             if s.job.on_logprobs is not None:
                 s.job.on_logprobs(got)
@@ -385,16 +372,12 @@ class Scheduler:
             st.first_token_seconds = now - s.t_admit
             st.ttft_seconds = now - s.job.arrived
             st.timeline.append({"at": round(st.ttft_seconds, 4), "event": "first token"})
-        if emit:
-            segs = s.stream.push(emit, [i < n_kept for i in range(len(emit))])
-            if segs and s.job.on_text is not None:
-                s.job.on_text(segs)
-            if s.stream.stopped:
-                reason = "stop"
-        if reason:
-            st.n_eog += reason in ("eog", "grammar") and len(emit) < len(accepted)
-            return self._finish(s, reason)
-        return None
+        if not emit:
+            return False
+        segs = s.stream.push(emit, [i < n_kept for i in range(len(emit))])
+        if segs and s.job.on_text is not None:
+            s.job.on_text(segs)
+        return s.stream.stopped
 
     def _drop_cancelled(self) -> list[tuple[Job, Result]]:
         done = [self._finish(s, "cancelled") for s in self.slots if s.job is not None and s.job.cancelled]

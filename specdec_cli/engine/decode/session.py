@@ -22,7 +22,7 @@ generation draws every random number from one RNG.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +39,7 @@ from ..verify.rollback import CacheRollback
 from ..verify.verifiers import Proposal, Sampler, Verifier
 
 TRACE_TOP = 8  # candidates kept per position when tracing
+Rows = Callable[[int], np.ndarray]  # row index -> the target's logits there (as a verifier reads them)
 _NO_PROPOSAL = Proposal([])  # shared, never mutated
 
 
@@ -88,31 +89,11 @@ class Session:
         st = self.stats
         st.n_prompt = len(prompt)
         t_start = time.perf_counter()
-        tgt = self.target
-        drafter = self.drafter
-        # the prompt's head that the target still holds from the last generation is kept, as
-        # llama-server's prompt cache keeps a slot's (one prompt after another sharing a system
-        # prompt or a document); the context knows what it holds, and where it cannot know
-        # (``Context.held_prefix``); not for a drafter that must see every prompt token's states
-        reads_states = drafter is not None and drafter.reads_target_states
-        reused = 0 if reads_states else tgt.held_prefix(prompt, len(prompt) - 1)
-        if reused:
-            tgt.kv_keep_until(reused)
-        else:
-            tgt.kv_clear()
-        st.n_prompt_reused = reused
-        if drafter is not None:
-            self._guarded(lambda: drafter.begin(prompt, self.draft_sampler))
-        # prefill in n_batch chunks: heads that read the target's hidden states take each chunk
-        for start in range(reused, len(prompt) - 1, tgt.n_batch):
-            chunk = prompt[start : min(start + tgt.n_batch, len(prompt) - 1)]
-            tgt.decode(chunk, start, outputs="last")
-            if self.drafter is not None:
-                self._guarded(lambda: self.drafter.process(chunk, start))  # noqa: B023 - called at once
+        reads_states = self._prefill(prompt)
         t_loop = time.perf_counter()
         st.prompt_seconds = t_loop - t_start
         history = list(prompt)  # every token so far; its last one is not in the target's cache yet
-        is_eog = tgt.model.is_eog
+        is_eog = self.target.model.is_eog
         rb = self.rollback
         rb.forget()
         cap = rb.max_draft
@@ -121,7 +102,7 @@ class Session:
         cons = self.constraint
         # a pass may run at a larger size the curve says is cheaper, filled with tokens nobody reads;
         # not where the drafter reads the states of every token of the pass
-        pads = self.costs is not None and tgt.can_pad and not reads_states
+        pads = self.costs is not None and self.target.can_pad and not reads_states
         try:
             while st.n_generated < max_tokens:
                 n_cached = len(history) - 1 - len(replay)  # positions the target's memory holds
@@ -129,70 +110,18 @@ class Session:
                 if room < 0:
                     st.stop_reason = "context"
                     return
-                proposal, n_forced = _NO_PROPOSAL, 0
                 n_draft = 0 if replay or self.drafter is None else min(draft_max, room, max_tokens - st.n_generated - 1)
-                if n_draft > 0:
-                    t0 = time.perf_counter()
-                    try:
-                        if cons is not None:
-                            proposal, n_forced = draft_under(cons, self.drafter, history, n_draft)
-                        else:
-                            proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
-                    except Exception as exc:  # noqa: BLE001 - the drafter's fault: set aside, undrafted
-                        self._set_aside(exc)
-                    st.draft_seconds += time.perf_counter() - t0
-                # under a grammar the pass carries the draft cut to what it allows, and verifies that one
-                masks = PassMasks.along(cons, proposal) if cons is not None else None
-                if masks is not None:
-                    proposal = masks.proposal
-                    n_forced = min(n_forced, len(proposal))
-                draft = proposal.tokens
-                batch = [*replay, history[-1], *draft]
-                if draft:
-                    rb.before_pass(n_cached)
-                    if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
-                        self.costs.observe_checkpoint("save", rb.last_save)
-                size = self.costs.pass_size(len(batch)) if pads and not replay else len(batch)
-                t0 = time.perf_counter()  # rows the grammar decides alone get no logits
-                filler = tgt.decode(batch, n_cached, outputs="all", skip=len(replay),
-                                    rows=masks.wanted() if masks is not None else None, pad=size - len(batch))
-                dt = time.perf_counter() - t0
-                st.target_seconds += dt
-                st.n_filler += filler
-                if self.costs is not None and (masks is None or masks.every_row):
-                    self.costs.observe_pass(len(batch) + filler, dt)  # the curve prices passes with every row read
-                st.n_target_passes += 1
-                rows = _rows_from(tgt, len(replay))
-                if masks is not None:
-                    rows = masks.rows(rows)
+                proposal, n_forced, masks = self._proposal(history, n_draft)
+                batch = [*replay, history[-1], *proposal.tokens]
+                rows = self._target_pass(batch, n_cached, len(replay), masks, pads and not replay)
                 accepted = self.verifier.verify(rows, proposal)
                 if masks is not None:
                     masks.check(accepted)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
                     self._record(rows, accepted, st.n_generated)
-                source = "grammar" if draft else "none"
-                if self.drafter is not None:
-                    if len(draft) > n_forced:
-                        source = self.drafter.last_source
-                    self._guarded(lambda: (self.drafter.process(batch, n_cached),  # noqa: B023 - called at once
-                                           self.drafter.accept(n_kept)))  # noqa: B023
-                st.steps.append((len(draft), n_kept))
-                st.record_step(source, len(draft))
-                if draft:
-                    st.record_acceptance(len(draft), n_kept)
-                    st.n_substituted += proposal.substituted(n_kept)
-                    st.n_forced += min(n_forced, n_kept)
-                replay = []
-                if n_kept < len(draft):
-                    want = len(history) + n_kept  # the last token and the kept drafts stay
-                    kept = rb.keep_until(want)
-                    if kept < want:
-                        if self.costs is not None:
-                            self.costs.observe_checkpoint("restore", rb.last_restore)
-                        replay = (history + accepted)[kept:want]
-                        st.restored_steps.append(len(st.steps) - 1)
-                        st.n_replayed += len(replay)
+                self._learn(proposal, n_forced, n_kept, batch, n_cached)
+                replay = self._take_back(history, accepted, n_kept, len(proposal.tokens))
                 emit, reason = self._cut(accepted, max_tokens - st.n_generated, is_eog)
                 if cons is not None:
                     cons.consume(through_end(accepted, is_eog))
@@ -212,6 +141,113 @@ class Session:
         finally:
             st.decode_seconds = time.perf_counter() - t_loop
             st.n_checkpoints, st.n_restores, st.rollback_seconds = rb.checkpoints, rb.restores, rb.seconds
+
+    def _prefill(self, prompt: list[int]) -> bool:
+        """The prompt into the target's memory, from what it holds of it already, and to the
+        drafter (heads read the target's hidden states for each chunk). Returns whether the
+        drafter reads the target's states (then every pass runs at its own size)."""
+        st, tgt, drafter = self.stats, self.target, self.drafter
+        # the prompt's head that the target still holds from the last generation is kept, as
+        # llama-server's prompt cache keeps a slot's (one prompt after another sharing a system
+        # prompt or a document); the context knows what it holds, and where it cannot know
+        # (``Context.held_prefix``); not for a drafter that must see every prompt token's states
+        reads_states = drafter is not None and drafter.reads_target_states
+        reused = 0 if reads_states else tgt.held_prefix(prompt, len(prompt) - 1)
+        if reused:
+            tgt.kv_keep_until(reused)
+        else:
+            tgt.kv_clear()
+        st.n_prompt_reused = reused
+        if drafter is not None:
+            self._guarded(lambda: drafter.begin(prompt, self.draft_sampler))
+        # prefill in n_batch chunks: heads that read the target's hidden states take each chunk
+        for start in range(reused, len(prompt) - 1, tgt.n_batch):
+            chunk = prompt[start : min(start + tgt.n_batch, len(prompt) - 1)]
+            tgt.decode(chunk, start, outputs="last")
+            if self.drafter is not None:
+                self._guarded(lambda: self.drafter.process(chunk, start))  # noqa: B023 - called at once
+        return reads_states
+
+    def _proposal(self, history: list[int], n_draft: int) -> tuple[Proposal, int, PassMasks | None]:
+        """What the pass carries after the last token: up to ``n_draft`` tokens from the drafter (a
+        fault sets it aside), with the tokens a grammar forced at their head; under a grammar
+        the draft cut to what it allows, and the masks along that cut draft."""
+        cons = self.constraint
+        proposal, n_forced = _NO_PROPOSAL, 0
+        if n_draft > 0:
+            t0 = time.perf_counter()
+            try:
+                if cons is not None:
+                    proposal, n_forced = draft_under(cons, self.drafter, history, n_draft)
+                else:
+                    proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
+            except Exception as exc:  # noqa: BLE001 - the drafter's fault: set aside, undrafted
+                self._set_aside(exc)
+            self.stats.draft_seconds += time.perf_counter() - t0
+        # under a grammar the pass carries the draft cut to what it allows, and verifies that one
+        masks = PassMasks.along(cons, proposal) if cons is not None else None
+        if masks is not None:
+            proposal = masks.proposal
+            n_forced = min(n_forced, len(proposal))
+        return proposal, n_forced, masks
+
+    def _target_pass(self, batch: list[int], n_cached: int, skip: int, masks: PassMasks | None,
+                     pads: bool) -> Rows:
+        """One target pass over ``batch`` (the ``skip`` replayed tokens, the last one and the
+        draft) from position ``n_cached``, a draft's rollback prepared before it (a checkpoint
+        where the memory needs one); timed into the stats and, where it read every row, the
+        cost curve. The rows the verifier reads, after the replayed ones, masked under a grammar."""
+        st, rb, tgt = self.stats, self.rollback, self.target
+        if len(batch) > skip + 1:  # a draft
+            rb.before_pass(n_cached)
+            if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
+                self.costs.observe_checkpoint("save", rb.last_save)
+        size = self.costs.pass_size(len(batch)) if pads else len(batch)
+        t0 = time.perf_counter()  # rows the grammar decides alone get no logits
+        filler = tgt.decode(batch, n_cached, outputs="all", skip=skip,
+                            rows=masks.wanted() if masks is not None else None, pad=size - len(batch))
+        dt = time.perf_counter() - t0
+        st.target_seconds += dt
+        st.n_filler += filler
+        if self.costs is not None and (masks is None or masks.every_row):
+            self.costs.observe_pass(len(batch) + filler, dt)  # the curve prices passes with every row read
+        st.n_target_passes += 1
+        rows = _rows_from(tgt, skip)
+        return masks.rows(rows) if masks is not None else rows
+
+    def _learn(self, proposal: Proposal, n_forced: int, n_kept: int, batch: list[int], n_cached: int) -> None:
+        """What the pass kept, to the drafter (the tokens the target evaluated, and how many of
+        its own it kept) and to the stats, under the proposer that made the draft."""
+        st, draft = self.stats, proposal.tokens
+        source = "grammar" if draft else "none"
+        if self.drafter is not None:
+            if len(draft) > n_forced:
+                source = self.drafter.last_source
+            self._guarded(lambda: (self.drafter.process(batch, n_cached), self.drafter.accept(n_kept)))
+        st.steps.append((len(draft), n_kept))
+        st.record_step(source, len(draft))
+        if draft:
+            st.record_acceptance(len(draft), n_kept)
+            st.n_substituted += proposal.substituted(n_kept)
+            st.n_forced += min(n_forced, n_kept)
+
+    def _take_back(self, history: list[int], accepted: list[int], n_kept: int, n_draft: int) -> list[int]:
+        """The rejected draft out of the target's memory. Returns what a restored checkpoint took
+        out with it (the kept tokens before the last one), for the next pass to replay ahead of
+        the last token; nothing where the memory dropped the rejected positions alone."""
+        if n_kept >= n_draft:
+            return []
+        rb, st = self.rollback, self.stats
+        want = len(history) + n_kept  # the last token and the kept drafts stay
+        kept = rb.keep_until(want)
+        if kept >= want:
+            return []
+        if self.costs is not None:
+            self.costs.observe_checkpoint("restore", rb.last_restore)
+        replay = (history + accepted)[kept:want]
+        st.restored_steps.append(len(st.steps) - 1)
+        st.n_replayed += len(replay)
+        return replay
 
     def _guarded(self, call) -> None:
         """Call into the drafter; a fault sets it aside (``_set_aside``)."""
@@ -245,7 +281,7 @@ class Session:
             )
 
 
-def _rows_from(ctx: Context, skip: int):
+def _rows_from(ctx: Context, skip: int) -> Rows:
     """Row index -> logits, counting from the first row that has any (after a replay)."""
     if not skip:
         return ctx.logits
