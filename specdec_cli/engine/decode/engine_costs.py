@@ -90,7 +90,7 @@ class EngineCosts:
             return
         # a stale cached curve is measured again, silently (``--json``'s source says "calibrated")
         fresh = costmodel.recheck(self._target_ctx, tok, cached) if cached is not None else None
-        if fresh is not None:
+        if cached is not None and fresh is not None:
             c.adopt(cached)
             for b, sec in fresh.items():
                 c.observe_pass(b, sec)

@@ -81,14 +81,15 @@ class JobStart:
     def _proposers(self, slot: SeqSlot, job: Job) -> None:
         """The job's own proposers, begun on its prompt and on the copy sources the prompt holds
         in another spelling; its drafter back on, whatever the last job's did."""
-        slot.index = SuffixIndex(self.pool) if self.auto else None
-        slot.edits = EditTracker(self.edit_rules) if self.auto else None
-        slot.unsent = UnsentOffers() if self.auto else None
-        if slot.index is not None:
-            slot.index.begin(job.prompt)
-            slot.edits.begin(job.prompt, job.sources)
+        if self.auto:
+            index, edits = SuffixIndex(self.pool), EditTracker(self.edit_rules)
+            index.begin(job.prompt)
+            edits.begin(job.prompt, job.sources)
             for source in job.sources:
-                slot.index.add_source(source)
+                index.add_source(source)
+            slot.index, slot.edits, slot.unsent = index, edits, UnsentOffers()
+        else:
+            slot.index, slot.edits, slot.unsent = None, None, None
         slot.draft_off = False
         slot.ngram = NgramDrafter() if self.method == "ngram" else None
         if slot.ngram is not None:

@@ -137,9 +137,10 @@ class SeqSlot:
 
     def note(self, event: str, **what: object) -> None:
         """One line of its request's timeline (``GenerationStats.timeline``), up to its first token."""
+        job = self.job
+        assert job is not None  # a running sequence's request
         if self.stats.ttft_seconds is None:
-            self.stats.timeline.append({"at": round(time.perf_counter() - self.job.arrived, 4), "event": event,
-                                        **what})
+            self.stats.timeline.append({"at": round(time.perf_counter() - job.arrived, 4), "event": event, **what})
 
     @property
     def unread(self) -> int:

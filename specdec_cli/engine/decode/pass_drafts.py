@@ -62,20 +62,22 @@ class PassDrafter:
             out = [Draft(Proposal(s.ngram.draft(h, r)) if r else NO_PROPOSAL, "ngram")
                    for s, h, r in zip(seqs, after, room)]
         elif self.method == "draft":
+            assert self.model is not None  # the scheduler's, for this method
             asks = [Ask(s.seq, h, r, s.draft_sampler) for s, h, r in zip(seqs, after, room)]
             p_min = self.p_min
             self.model.propose(asks, stop=lambda _seq, _d, conf: conf < p_min)
             out = [Draft(a.proposal(), "draft") for a in asks]
         else:
-            out = self._auto(seqs, after, room, forced, n_prefill)
+            assert self.auto is not None  # the scheduler's, for this method
+            out = self._auto(self.auto, seqs, after, room, forced, n_prefill)
             forced = [[] for _ in seqs]  # auto weighed and placed them itself
         return [_behind_forced(f, d) for f, d in zip(forced, out)]
 
-    def _auto(self, seqs: list[SeqSlot], after: list[list[int]], room: list[int], forced: list[list[int]],
-              n_prefill: int) -> list[Draft]:
+    def _auto(self, auto: AutoDrafter, seqs: list[SeqSlot], after: list[list[int]], room: list[int],
+              forced: list[list[int]], n_prefill: int) -> list[Draft]:
         """Auto over the pass: each sequence's best option, cut for the whole pass by the plan
         (``plan_pass``), the forced tokens first; the planned model drafts made together."""
-        options = self._options(seqs, after, room, forced)
+        options = self._options(auto, seqs, after, room, forced)
         plan = plan_pass([o.accept for o in options], self.costs, n_prefill=n_prefill,
                          draft_costs=[o.cost for o in options])
         out = [Draft.nothing() for _ in seqs]
@@ -87,18 +89,18 @@ class PassDrafter:
                 out[i] = o.copy.first(k)
             elif k:
                 asks.append((i, Ask(s.seq, s.tokens, k, s.draft_sampler)))
-        if asks:
-            self._with_model(asks, out)
+        if asks and self.model is not None:  # a sequence asks the model only where there is one
+            self._with_model(auto, self.model, asks, out)
         for s, d in zip(seqs, out):
             if d.tokens:
                 s.unsent.withdraw()
         return out
 
-    def _options(self, seqs: list[SeqSlot], after: list[list[int]], room: list[int],
+    def _options(self, auto: AutoDrafter, seqs: list[SeqSlot], after: list[list[int]], room: list[int],
                  forced: list[list[int]]) -> list[_Option]:
         """Per sequence, what auto would send: the copy proposers' candidates behind the forced
         tokens, or the draft model where its expected rate is higher (never behind forced ones)."""
-        auto, costs = self.auto, self.costs
+        costs = self.costs
         ngram_cost, model_cost = costs.draft_seconds("ngram"), costs.draft_seconds(auto.name)
         options = []
         for s, h, r, f in zip(seqs, after, room, forced):
@@ -115,20 +117,20 @@ class PassDrafter:
             options.append(option)
         return options
 
-    def _with_model(self, asks: list[tuple[int, Ask]], out: list[Draft]) -> None:
+    def _with_model(self, auto: AutoDrafter, model: BatchModelDrafter, asks: list[tuple[int, Ask]],
+                    out: list[Draft]) -> None:
         """The planned model drafts, one pass per step for all of them; a sequence stops early where
         the draft's calibrated confidence says its next token is unlikely to be kept."""
-        auto = self.auto
         cal = auto._model_conf
 
         def stop(_seq: int, depth: int, conf: float) -> bool:
             return depth > 0 and cal.estimate((confidence_bucket(conf),), conf) < MODEL_STOP
 
         t0 = time.perf_counter()
-        self.model.propose([a for _, a in asks], stop=stop)
+        model.propose([a for _, a in asks], stop=stop)
         # per drafted token, as one sequence's figure is (``AutoDrafter``): its steps and the catch-up
         # of what the target kept, not the prompts the draft read for sequences new to it
-        drafting = time.perf_counter() - t0 - self.model.read_seconds
+        drafting = time.perf_counter() - t0 - model.read_seconds
         self.costs.observe_draft(auto.name, max(1, sum(len(a.tokens) for _, a in asks)), drafting)
         for i, a in asks:
             if a.tokens:

@@ -191,7 +191,9 @@ class Engine:
         if self._draft_pending:
             self._draft_pending = False
             self.draft_left_out = False
-            self.drafters["auto"].attach(self._load_draft("draft"))
+            auto = self.drafters["auto"]
+            assert isinstance(auto, AutoDrafter)
+            auto.attach(self._load_draft("draft"))
 
     def _target_rollback(self) -> CacheRollback:
         """How the target's memory takes a rejected draft back, probed as llama.cpp does."""

@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..drafters.auto import AutoDrafter
 from ..drafters.draft import Draft
 from ..drafters.model_batch import BatchModelDrafter
 from ..errors import ContextFull, describe
@@ -75,6 +76,7 @@ class Scheduler:
         self.draft_max = engine.draft_options.draft_max
         self.is_eog = engine.target_model.is_eog
         auto = engine.drafters.get("auto") if method == "auto" else None
+        assert auto is None or isinstance(auto, AutoDrafter)
         if auto is not None:
             engine.ensure_costs()  # which loads auto's draft model if it could pay
         model: BatchModelDrafter | None = engine.batch_model if method in ("auto", "draft") else None
@@ -360,23 +362,24 @@ class Scheduler:
     def _emit(self, s: SeqSlot, emit: list[int], n_kept: int, base: int) -> bool:
         """The pass's emitted tokens of ``s`` out to its request: their log-probabilities where it
         asks, its first token's time, its text as it becomes final. Whether a stop string ended it."""
-        st = s.stats
+        st, job = s.stats, s.job
+        assert job is not None  # a decoding sequence runs one
         if s.logprobs is not None and emit:
             got = logprobs_of(lambda i: self.ctx.logits(base + i), emit, s.gen.logprobs)
             s.logprobs += got
-            if s.job.on_logprobs is not None:
-                s.job.on_logprobs(got)
+            if job.on_logprobs is not None:
+                job.on_logprobs(got)
         st.n_generated += len(emit)
         if st.first_token_seconds is None:
             now = time.perf_counter()
             st.first_token_seconds = now - s.t_admit
-            st.ttft_seconds = now - s.job.arrived
+            st.ttft_seconds = now - job.arrived
             st.timeline.append({"at": round(st.ttft_seconds, 4), "event": "first token"})
         if not emit:
             return False
         segs = s.stream.push(emit, [i < n_kept for i in range(len(emit))])
-        if segs and s.job.on_text is not None:
-            s.job.on_text(segs)
+        if segs and job.on_text is not None:
+            job.on_text(segs)
         return s.stream.stopped
 
     def _drop_cancelled(self) -> list[tuple[Job, Result]]:
@@ -413,7 +416,10 @@ class Scheduler:
         return done
 
     def _finish(self, s: SeqSlot, reason: str) -> tuple[Job, Result]:
+        """End ``s``'s job for ``reason``: its held-back text out, its figures in the run's, its
+        ``Result``; the sequence free, its cells kept for a later prompt that shares them."""
         job, st = s.job, s.stats
+        assert job is not None  # only a running sequence's job ends
         st.stop_reason = reason
         st.stop_string = s.stream.matched
         now = time.perf_counter()

@@ -22,7 +22,7 @@ generation draws every random number from one RNG.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,7 +84,7 @@ class Session:
         self.stats = GenerationStats(method=drafter.method if drafter is not None else None,
                                      rollback=str(self.rollback.kind))
 
-    def run(self, prompt: list[int], max_tokens: int) -> Iterator[Step]:
+    def run(self, prompt: list[int], max_tokens: int) -> Generator[Step, None, None]:
         """Yield the emitted tokens step by step; ``self.stats`` is final once the iterator ends."""
         st = self.stats
         st.n_prompt = len(prompt)
