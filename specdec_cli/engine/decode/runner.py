@@ -1,8 +1,9 @@
 """Load a target (and optionally a draft) once, then generate for as many prompts as asked.
 
-This is the library entry point behind ``specdec run`` (and ``bench``): it owns the models
-and contexts, turns a prompt into tokens (with the chat template when asked), drives a
-``Session``, streams text through ``TextStream``, and returns a ``Result``.
+This is the library entry point behind ``specdec run``, ``bench`` and ``serve``: it owns the
+models and contexts, turns a prompt into tokens (with the chat template when asked), drives a
+``Session`` for one sequence (streaming text through ``TextStream`` into a ``Result``) or a
+``Scheduler`` for many at once (``run --batch``, bench's throughput, serve's requests).
 """
 
 from __future__ import annotations
