@@ -95,9 +95,10 @@ class RunStats:
 class SeqSlot:
     """One sequence of the target context and the job it runs (or last ran: its cells stay).
 
-    Every field is declared here. The sequence's own are set once and outlive its jobs; the
-    job's are assigned by ``Scheduler._start`` each time a job takes the sequence (nothing reads
-    them before the first), and stay readable after it ends, until the next one."""
+    Every field is declared here. The sequence's own are set here and outlive its jobs; the
+    job's are assigned by ``JobStart.start`` (``job_start.py``) each time a job takes the
+    sequence (nothing reads them before the first), and stay readable after it ends, until the
+    next one."""
 
     # --- the sequence: its cells and what they hold, across jobs
     seq: int  # its id in the target context (and in the draft model's)
@@ -107,9 +108,8 @@ class SeqSlot:
     n_prompt: int  # of ``tokens``, the prompt's
     last_used: float  # when its last job ended: the least recently used is reused first
     wait: tuple[SeqSlot, int] | None  # (slot, n): share its first n cells once computed (``Admission``)
-    draft_off: bool  # its drafter faulted: set aside for the rest of this job (it goes on undrafted)
 
-    # --- the job it runs: assigned by ``Scheduler._start``
+    # --- the job it runs: assigned by ``JobStart.start``
     gen: GenOptions  # the job's settings: its own, or the scheduler's
     t_admit: float  # when the job took this sequence (``time.perf_counter``)
     t_decode: float | None  # when its first decoding pass began; None: still reading its prompt
@@ -124,6 +124,7 @@ class SeqSlot:
     edits: EditTracker | None  # auto: the copy of the prompt with the edits learned (rules shared by the run)
     unsent: UnsentOffers | None  # auto: what the copy proposers offered at the last pass that sent no draft
     ngram: NgramDrafter | None  # --method ngram: prompt lookup over this job's tokens
+    draft_off: bool  # its drafter faulted: set aside for the rest of this job (it goes on undrafted)
 
     def __init__(self, seq: int):
         self.seq = seq
@@ -133,7 +134,6 @@ class SeqSlot:
         self.n_prompt = 0
         self.last_used = 0.0
         self.wait = None
-        self.draft_off = False
 
     def note(self, event: str, **what: object) -> None:
         """One line of its request's timeline (``GenerationStats.timeline``), up to its first token."""

@@ -102,7 +102,7 @@ class PassDrafter:
         tokens, or the draft model where its expected rate is higher (never behind forced ones)."""
         costs = self.costs
         ngram_cost, model_cost = costs.draft_seconds("ngram"), costs.draft_seconds(auto.name)
-        options = []
+        options: list[_Option] = []
         for s, h, r, f in zip(seqs, after, room, forced):
             sure = [1.0] * len(f)  # a forced token is kept for certain
             if r <= 0:

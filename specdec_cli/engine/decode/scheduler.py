@@ -4,14 +4,14 @@ The target context holds several sequences in a unified KV cache (one pool of ce
 sequence draws from). Each step is one target pass that carries, for every sequence that is
 decoding, its last token and its draft (possibly none), and fills the rest of the batch with
 prefill chunks of the sequences still reading their prompts, where the cost model has not
-measured that dearer than a pass for each (``_decode_with_prompts``). A finished job's sequence takes
-the next waiting prompt at once, so decoding never stalls behind a long prefill. A prompt that
-begins like one already in the cache (the same system prompt, the earlier turns of a
-conversation) shares those cells instead of computing them again: in place when the free
-sequence holding them takes it, else copied (``seq_cp``), or after waiting for a prompt that
-is still reading the same prefix. Finished sequences keep their cells until a later prompt
-needs the sequence; with more sequences than run at once, the least recently used goes first
-(which sequence a prompt takes and what it reuses: ``admission.py``).
+measured that dearer than a pass for each (``_decode_with_prompts``). A finished job's
+sequence takes the next waiting prompt at once, so decoding never stalls behind a long
+prefill. A prompt that begins like one already in the cache (the same system prompt, the
+earlier turns of a conversation) shares those cells instead of computing them again: in place
+when the free sequence holding them takes it, else copied (``seq_cp``), or after waiting for
+a prompt that is still reading the same prefix. Finished sequences keep their cells until a
+later prompt needs the sequence; with more sequences than run at once, the least recently used
+goes first (which sequence a prompt takes and what it reuses: ``admission.py``).
 
 Which sequences draft, and how far, is decided for the whole pass (``pass_drafts.py``). Each
 sequence is verified on its own rows with its own verifier and sampler (its own RNG), and a
@@ -92,7 +92,8 @@ class Scheduler:
         self.waiting: deque[Job] = deque()
         # ``_start`` looked up at each admission, not bound here: a caller may wrap it (the fault tests do)
         self.admission = Admission(self.slots, self.ctx, self.waiting,
-                                   lambda slot, job, reused: self._start(slot, job, reused), n_parallel=self.n_parallel)
+                                   lambda slot, job, reused: self._start(slot, job, reused),
+                                   n_parallel=self.n_parallel)
         self._steps_that_could_ride = 0  # steps whose decoding sequences could ride with prompts
         # a step is one pass, so a server takes new requests between any two (``Worker.run``): after
         # a pass that read prompts alone, the decoding sequences go in the next one, alone
@@ -195,7 +196,8 @@ class Scheduler:
         self._count_pass(batch, len(decoding), masks, filler, dt)
         share = t_draft / max(1, len(decoding))
         verify = [(s, d, b, share, m) for s, d, b, m in zip(decoding, drafts, batch.base, masks)]
-        verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.prompt_ends]  # drafted nothing: no drafting time
+        # a prompt read to its end drafted nothing, and took no drafting time
+        verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.prompt_ends]
         for s, d, b, drafting, m in verify:
             try:
                 ended = self._verify(s, d, b, dt, drafting, m)
