@@ -32,7 +32,7 @@ def guessable(model, prompt_text: str, prompt: list[int], output: list[int], con
     """Per output token: (any free source names it, the grammar allows it alone). ``constraint``
     (a fresh ``constraint.Constraint``) is advanced through ``output``."""
     from specdec_cli.engine.drafters.suffix import SuffixIndex
-    from specdec_cli.engine.structured.constraint import only_allowed
+    from specdec_cli.engine.structured.pass_masks import only_allowed
 
     index = SuffixIndex()
     index.begin(prompt)
