@@ -1,6 +1,6 @@
 """Which sequence a new prompt takes, and which of its cells it need not compute: the admission
-half of the scheduler (``scheduler.py``), a part it owns, given the sequences, the context, the
-queue of waiting jobs and how to start a job on a sequence.
+half of the scheduler (``scheduler.py``), a part it owns, given the sequences, the context and
+the queue of waiting jobs, and at each admission how to start a job on a sequence.
 
 A prompt continues the sequence whose cells it extends (the next turn of a conversation), or
 takes an empty or the least recently used one; either way it starts from the longest prefix any
@@ -27,14 +27,11 @@ StartJob = Callable[[SeqSlot, Job, int], None]
 class Admission:
     """Admits waiting jobs onto free sequences, up to ``n_parallel`` running at once."""
 
-    def __init__(self, slots: list[SeqSlot], ctx: Context, waiting: deque[Job], start: StartJob, *,
-                 n_parallel: int):
-        """``slots`` and ``waiting`` are the scheduler's own, shared (it refills them in place);
-        ``start``: how a job takes a sequence (``Scheduler._start``)."""
+    def __init__(self, slots: list[SeqSlot], ctx: Context, waiting: deque[Job], *, n_parallel: int):
+        """``slots`` and ``waiting`` are the scheduler's own, shared (it refills them in place)."""
         self.slots = slots
         self.ctx = ctx
         self.waiting = waiting
-        self.start = start
         self.n_parallel = n_parallel
 
     @property
@@ -42,9 +39,11 @@ class Admission:
         """Sequences running a job."""
         return sum(s.job is not None for s in self.slots)
 
-    def admit(self) -> None:
+    def admit(self, start: StartJob) -> None:
         """Start waiting jobs while fewer than ``n_parallel`` run, each from the longest prefix
-        any sequence holds, or waiting for a longer one another prompt is still reading."""
+        any sequence holds, or waiting for a longer one another prompt is still reading.
+        ``start``: how a job takes a sequence (``Scheduler._start``), given at each call rather
+        than kept, so that the scheduler and its admission hold no cycle of references."""
         while self.waiting and self.running < self.n_parallel:
             job = self.waiting.popleft()
             prompt = job.prompt
@@ -60,7 +59,7 @@ class Admission:
             else:
                 self.ctx.seq_rm(slot.seq, -1, -1)
                 self.ctx.seq_cp(src.seq, slot.seq, 0, best)
-            self.start(slot, job, best)
+            start(slot, job, best)
             if job.ready is not None:
                 slot.stats.timeline.append({"at": round(job.ready - job.arrived, 4), "event": "ready"})
             slot.note("admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,

@@ -4,7 +4,8 @@ stale or when only busy samples stand behind them, and what they decide to load 
 model only where it could pay, on figures from a quiet machine). A part ``Engine`` owns
 (``runner.py``), apart because it is one concept with its own state: the cost model, whether it
 is ready, and how busy the machine was while it was measured. What it needs of the engine is
-given to it: the target, its settings, and a callback that settles the draft model.
+given to it: the target and its settings, and with each measurement a callback that settles
+the draft model (given then, not kept, so that engine and costs hold no cycle of references).
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ class EngineCosts:
     first time it is needed (``ensure``), injected (``set``), saved at the end (``save``)."""
 
     def __init__(self, costs: CostModel, *, target: Model, target_ctx: Context, options: EngineOptions,
-                 draft_path: Path | None, mtp: bool, settle_draft: SettleDraft,
-                 warn: Callable[[str], None] | None = None):
+                 draft_path: Path | None, mtp: bool, warn: Callable[[str], None] | None = None):
         """``costs``: the engine's own cost model, which its drafters already hold: figures are
         adopted into it, never a new one put in its place. ``draft_path``: the draft model's
         file, loaded or left out by auto (its measured cost is in the cache entry); ``mtp``:
@@ -42,8 +42,7 @@ class EngineCosts:
         self.ready = False  # calibrated, read from the cache, or injected
         self._busy: cost_cache.BusyMeter | None = None  # how busy the machine is, from the first measurement on
         self._target, self._target_ctx, self._options = target, target_ctx, options
-        self._draft_path, self._mtp = draft_path, mtp
-        self._settle_draft, self._warn = settle_draft, warn
+        self._draft_path, self._mtp, self._warn = draft_path, mtp, warn
 
     def key(self, path: Path, ngl: int) -> str:
         """The cache entry of the figures of ``path`` at ``ngl`` GPU layers, with these settings."""
@@ -59,7 +58,7 @@ class EngineCosts:
         return cost_cache.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
                                     device=cost_cache.device_name(ngl), extra=extra)
 
-    def ensure(self) -> CostModel:
+    def ensure(self, settle_draft: SettleDraft) -> CostModel:
         """The cost model, calibrated (or read from the cache) the first time it is needed."""
         if self.ready:
             return self.model
@@ -74,7 +73,7 @@ class EngineCosts:
             missing = [b for b in costmodel.BATCH_SIZES if b <= self._options.n_seq and b not in c.sizes()]
             for b, sec in costmodel.calibrate(self._target_ctx, tok, missing).items():
                 c.observe_pass(b, sec)
-        draft_ctx = self._settle_draft()
+        draft_ctx = settle_draft()
         if draft_ctx is not None and "draft" not in c.drafts:
             c.observe_draft("draft", 1, costmodel.calibrate_draft(draft_ctx, tok))
         return c
@@ -106,11 +105,11 @@ class EngineCosts:
         if busy.share() > cost_cache.BUSY_MAX:  # measured beside other work just now
             c.quiet = False
 
-    def set(self, model: CostModel) -> None:
+    def set(self, model: CostModel, settle_draft: SettleDraft) -> None:
         """Decide with ``model`` instead of measuring (an injected curve: tests, what-ifs); not cached."""
         self.model.adopt(model)
         self.ready = True
-        self._settle_draft()
+        settle_draft()
 
     def save(self) -> None:
         """The figures into the cache, with how busy the machine was while they were measured."""

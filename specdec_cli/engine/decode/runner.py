@@ -91,7 +91,7 @@ class Engine:
         self._load_drafters(use_mtp)
         self.calibration = EngineCosts(self.costs, target=self.target_model, target_ctx=self.target_ctx,
                                        options=self.options, draft_path=self.draft_path,
-                                       mtp="mtp" in self.drafters, settle_draft=self._settle_draft, warn=warn)
+                                       mtp="mtp" in self.drafters, warn=warn)
         self.last_run: RunStats | None = None  # the figures of the last ``run_many``
 
     def _load_target(self, target_path: str | Path, use_mtp: bool, cells: Callable[[Engine], int] | None) -> None:
@@ -166,11 +166,11 @@ class Engine:
     # --- the costs (``EngineCosts``) -----------------------------------------------------------
     def ensure_costs(self) -> CostModel:
         """The cost model, calibrated (or read from the cache) the first time it is needed."""
-        return self.calibration.ensure()
+        return self.calibration.ensure(self._settle_draft)
 
     def set_costs(self, model: CostModel) -> None:
         """Decide with ``model`` instead of measuring (an injected curve: tests, what-ifs); not cached."""
-        self.calibration.set(model)
+        self.calibration.set(model, self._settle_draft)
 
     def save_costs(self) -> None:
         self.calibration.save()

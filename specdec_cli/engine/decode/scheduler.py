@@ -90,10 +90,7 @@ class Scheduler:
         self.stats = RunStats(n_parallel=self.n_parallel)
         self.slots: list[SeqSlot] = []  # every sequence of the context, made by ``start``
         self.waiting: deque[Job] = deque()
-        # ``_start`` looked up at each admission, not bound here: a caller may wrap it (the fault tests do)
-        self.admission = Admission(self.slots, self.ctx, self.waiting,
-                                   lambda slot, job, reused: self._start(slot, job, reused),
-                                   n_parallel=self.n_parallel)
+        self.admission = Admission(self.slots, self.ctx, self.waiting, n_parallel=self.n_parallel)
         self._steps_that_could_ride = 0  # steps whose decoding sequences could ride with prompts
         # a step is one pass, so a server takes new requests between any two (``Worker.run``): after
         # a pass that read prompts alone, the decoding sequences go in the next one, alone
@@ -146,7 +143,7 @@ class Scheduler:
     def _step(self) -> list[tuple[Job, Result]]:
         done = self._drop_cancelled()
         self.admission.share_ready()
-        self.admission.admit()
+        self.admission.admit(self._start)  # looked up at each step: a caller may wrap it (the fault tests do)
         reading = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
         if self._decoding_goes_next:  # the last step read prompts alone: the decoding sequences go now, alone
             self._decoding_goes_next, reading = False, []
