@@ -28,6 +28,7 @@ hybrid targets run one sequence at a time (``session.py``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -399,10 +400,8 @@ class Scheduler:
         s.tokens, s.n_cached, s.n_prompt = [], 0, 0
         for forget in (lambda: self.ctx.seq_rm(s.seq, -1, -1),
                        lambda: self.model is not None and self.model.forget(s.seq)):
-            try:
+            with contextlib.suppress(Exception):  # freeing is best effort; the job has ended
                 forget()
-            except Exception:  # noqa: BLE001, S110 - freeing is best effort; the job has ended
-                pass
         return job, result
 
     def _recover(self, exc: BaseException) -> list[tuple[Job, Result]]:
