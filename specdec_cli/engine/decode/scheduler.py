@@ -364,8 +364,9 @@ class Scheduler:
         asks, its first token's time, its text as it becomes final. Whether a stop string ended it."""
         st, job = s.stats, s.job
         assert job is not None  # a decoding sequence runs one
-        if s.logprobs is not None and emit:
-            got = logprobs_of(lambda i: self.ctx.logits(base + i), emit, s.gen.logprobs)
+        n_top = s.gen.logprobs
+        if s.logprobs is not None and emit and n_top is not None:  # a list where the job asks for them
+            got = logprobs_of(lambda i: self.ctx.logits(base + i), emit, n_top)
             s.logprobs += got
             if job.on_logprobs is not None:
                 job.on_logprobs(got)

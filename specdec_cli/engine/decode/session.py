@@ -119,7 +119,7 @@ class Session:
                     masks.check(accepted)
                 n_kept = len(accepted) - 1
                 if self.trace is not None:
-                    self._record(rows, accepted, st.n_generated)
+                    self._record(self.trace, rows, accepted, st.n_generated)
                 self._learn(proposal, n_forced, n_kept, batch, n_cached)
                 replay = self._take_back(history, accepted, n_kept, len(proposal.tokens))
                 emit, reason = self._cut(accepted, max_tokens - st.n_generated, is_eog)
@@ -172,15 +172,15 @@ class Session:
         """What the pass carries after the last token: up to ``n_draft`` tokens from the drafter (a
         fault sets it aside), with the tokens a grammar forced at their head; under a grammar
         the draft cut to what it allows, and the masks along that cut draft."""
-        cons = self.constraint
+        cons, drafter = self.constraint, self.drafter
         proposal, n_forced = _NO_PROPOSAL, 0
-        if n_draft > 0:
+        if n_draft > 0 and drafter is not None:  # the loop asks for none without a drafter
             t0 = time.perf_counter()
             try:
                 if cons is not None:
-                    proposal, n_forced = draft_under(cons, self.drafter, history, n_draft)
+                    proposal, n_forced = draft_under(cons, drafter, history, n_draft)
                 else:
-                    proposal = self.drafter.propose(history, n_draft).truncated(n_draft)
+                    proposal = drafter.propose(history, n_draft).truncated(n_draft)
             except Exception as exc:  # noqa: BLE001 - the drafter's fault: set aside, undrafted
                 self._set_aside(exc)
             self.stats.draft_seconds += time.perf_counter() - t0
@@ -202,7 +202,7 @@ class Session:
             rb.before_pass(n_cached)
             if self.costs is not None and rb.kind is Rollback.CHECKPOINT:
                 self.costs.observe_checkpoint("save", rb.last_save)
-        size = self.costs.pass_size(len(batch)) if pads else len(batch)
+        size = self.costs.pass_size(len(batch)) if pads and self.costs is not None else len(batch)
         t0 = time.perf_counter()  # rows the grammar decides alone get no logits
         filler = tgt.decode(batch, n_cached, outputs="all", skip=skip,
                             rows=masks.wanted() if masks is not None else None, pad=size - len(batch))
@@ -220,10 +220,16 @@ class Session:
         its own it kept) and to the stats, under the proposer that made the draft."""
         st, draft = self.stats, proposal.tokens
         source = "grammar" if draft else "none"
-        if self.drafter is not None:
+        drafter = self.drafter
+        if drafter is not None:
             if len(draft) > n_forced:
-                source = self.drafter.last_source
-            self._guarded(lambda: (self.drafter.process(batch, n_cached), self.drafter.accept(n_kept)))
+                source = drafter.last_source
+
+            def follow() -> None:  # the tokens the target evaluated, then how many of its own it kept
+                drafter.process(batch, n_cached)
+                drafter.accept(n_kept)
+
+            self._guarded(follow)
         st.steps.append((len(draft), n_kept))
         st.record_step(source, len(draft))
         if draft:
@@ -271,12 +277,13 @@ class Session:
             return accepted[:budget], "length"
         return accepted, ""
 
-    def _record(self, rows, accepted: list[int], base: int) -> None:
+    @staticmethod
+    def _record(trace: list[TracePoint], rows: Rows, accepted: list[int], base: int) -> None:
         for i, tok in enumerate(accepted):
             logits = rows(i)
             top = np.argpartition(logits, -TRACE_TOP)[-TRACE_TOP:]
             top = top[np.argsort(-logits[top])]
-            self.trace.append(
+            trace.append(
                 TracePoint(base + i, tok, [int(t) for t in top], [float(logits[t]) for t in top])
             )
 
