@@ -42,7 +42,7 @@ from _shared.free_guesses import guessable, passes  # noqa: E402
 from _shared.prompt_sets import load_items  # noqa: E402
 from _shared.script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
-from specdec_cli.engine.decode.runner import Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.llama.context import Context, ContextParams  # noqa: E402
 
 READERS = ("auto", "off")  # flash attention as the target runs it by default, and off

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.drafters import suffix
 from specdec_cli.engine.drafters.suffix import SuffixIndex
 from specdec_cli.engine.policy import cost_cache, costmodel

@@ -129,7 +129,7 @@ def test_throughput_times_no_batch_with_the_cost_check_in_it(tiny_target, monkey
     """bench --parallel: every (count, speculation) system of every repeat; auto's cost check is
     done before the first timed batch, not inside it."""
     from specdec_cli.bench import throughput
-    from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+    from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 
     eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=256, n_seq=2, flash_attn="off",
                                                           cache_type_k="f32", cache_type_v="f32"),

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job
 from specdec_cli.engine.drafters.base import Drafter
 from specdec_cli.engine.drafters.draft import Draft

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "cei
 import copy_breaks  # noqa: E402
 import loop_passes  # noqa: E402
 
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
 from specdec_cli.engine.llama.model import Model  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.drafters.auto import break_even, could_pay
 from specdec_cli.engine.policy import cost_cache
 from specdec_cli.engine.policy.costmodel import CostModel

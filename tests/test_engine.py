@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.session import Session
 from specdec_cli.engine.drafters.base import Drafter
 from specdec_cli.engine.errors import ContextFull, PromptTooLong

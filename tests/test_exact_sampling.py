@@ -29,7 +29,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.session import Session
 from specdec_cli.engine.llama.context import Context
 from specdec_cli.engine.verify.verifiers import (

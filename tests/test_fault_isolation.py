@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job, Scheduler
 from specdec_cli.engine.errors import GenerationFault
 from specdec_cli.engine.structured.constraint import ConstraintViolation, compile_constraint, tokenizer_for

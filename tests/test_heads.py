@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.errors import UsageError
 from specdec_cli.models.meta import read_gguf
 from test_cli import EXACT, assert_one_line_error, specdec

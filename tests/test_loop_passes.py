@@ -10,7 +10,7 @@ sys.path[:0] = [str(SCRIPTS), str(SCRIPTS / "ceilings")]
 import loop_passes  # noqa: E402
 from _shared.free_guesses import guessable  # noqa: E402
 
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions  # noqa: E402
 
 
 def _engine(target, draft) -> Engine:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.policy.costmodel import CostModel
 from specdec_cli.errors import UsageError
 from specdec_cli.models.memory_kinds import SNAPSHOT_CAP, Rollback

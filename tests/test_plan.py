@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions
 from specdec_cli.errors import UsageError
 from specdec_cli.models.methods import Method
 from specdec_cli.pairing.plan import DraftFlags, ModelChoice, build_plan

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.verify.divergence import TIE_LOGITS, argmax_violations, first_divergence
 
 PROMPTS = [
@@ -87,7 +87,7 @@ def test_smollm_cannot_draft_for_qwen(real_target, real_smollm):
 RSS_PROBE = """
 import json, sys, psutil
 from specdec_cli.engine.llama import library as L
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 L.init_backend()
 proc = psutil.Process()
 before = proc.memory_info().rss

@@ -107,7 +107,7 @@ def test_a_write_after_a_read_file_call_keeps_to_the_grammar_and_equals_the_targ
     logits (llama.cpp's logits move with the batch's shape on this quantized model)."""
     import jsonschema
 
-    from specdec_cli.engine.decode.runner import Engine, EngineOptions, GenOptions
+    from specdec_cli.engine.decode.engine import Engine, EngineOptions, GenOptions
     from specdec_cli.engine.decode.scheduler import Job
     from specdec_cli.engine.verify.divergence import first_divergence
     from specdec_cli.toolcalls.request import read_tools

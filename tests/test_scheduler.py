@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job, cells_for
 from specdec_cli.engine.policy.costmodel import CostModel
 from specdec_cli.engine.policy.decisions import best_length, choose_parallel, plan_pass

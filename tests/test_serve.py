@@ -83,7 +83,7 @@ def server(tiny_target, tiny_draft):
 @pytest.fixture(scope="module")
 def alone(tiny_target):
     """Each prompt's text from the target alone, as `specdec run` gives it."""
-    from specdec_cli.engine.decode.runner import Engine, EngineOptions, GenOptions
+    from specdec_cli.engine.decode.engine import Engine, EngineOptions, GenOptions
 
     eng = Engine(tiny_target, None, options=EngineOptions(n_ctx=256, flash_attn="off", cache_type_k="f32",
                                                           cache_type_v="f32"))

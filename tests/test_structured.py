@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job
 from specdec_cli.engine.structured.constraint import compile_constraint, tokenizer_for
 from specdec_cli.engine.verify.verifiers import Sampler, SamplingParams

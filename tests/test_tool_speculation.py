@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions
 from specdec_cli.engine.decode.scheduler import Job
 from specdec_cli.engine.verify.verifiers import SamplingParams
 from specdec_cli.toolcalls.request import read_tools

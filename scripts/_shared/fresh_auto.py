@@ -9,7 +9,7 @@ target alone, the baseline of every ratio. Used by ``compare/edit_check.py`` and
 
 from __future__ import annotations
 
-from specdec_cli.engine.decode.runner import Engine, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import Engine, GenOptions  # noqa: E402
 from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
 
 BASE, BESIDE, ALONE = "target alone", "auto, beside", "auto, no draft"

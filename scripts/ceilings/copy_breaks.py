@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _s
 from _shared.script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 from loop_passes import read_runs, turn_prompt  # noqa: E402
 
-from specdec_cli.engine.decode.runner import Engine, EngineOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import Engine, EngineOptions  # noqa: E402
 from specdec_cli.engine.drafters.edits import EditTracker  # noqa: E402
 from specdec_cli.engine.drafters.suffix import OutputPool, SuffixIndex  # noqa: E402
 from specdec_cli.engine.errors import PromptTooLong  # noqa: E402

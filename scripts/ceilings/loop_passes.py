@@ -44,7 +44,7 @@ from _shared.agent_tasks import TASKS, TOOL_TURNS  # noqa: E402
 from _shared.free_guesses import guessable  # noqa: E402
 from _shared.script_io import Parser, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.decode.scheduler import Job  # noqa: E402
 from specdec_cli.engine.drafters.draft import Draft  # noqa: E402
 from specdec_cli.engine.verify.verifiers import Proposal  # noqa: E402

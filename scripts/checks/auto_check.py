@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _s
 from _shared.script_io import Parser, demo_models  # noqa: E402
 
 from specdec_cli.bench.scenarios import load_scenarios  # noqa: E402
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.drafters.auto import AutoDrafter  # noqa: E402
 from specdec_cli.engine.verify.divergence import argmax_violations  # noqa: E402
 

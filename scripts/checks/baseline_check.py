@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _s
 
 from _shared.script_io import Parser, demo_models  # noqa: E402
 
-from specdec_cli.engine.decode.runner import Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.llama.library import default_threads  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."

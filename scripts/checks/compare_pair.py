@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _s
 
 from _shared.script_io import Parser, demo_models  # noqa: E402
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from specdec_cli.engine.verify.divergence import first_divergence  # noqa: E402
 
 CODE_PROMPTS = [

@@ -29,7 +29,7 @@ from _shared.fresh_auto import BASE, BESIDE, run_specdec  # noqa: E402
 from _shared.prompt_sets import load_sets  # noqa: E402
 from _shared.script_io import Parser, by_set, demo_models, one_line_errors, positive, write_json  # noqa: E402
 
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 MODES = ("on", "off")
 

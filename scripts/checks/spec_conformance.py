@@ -51,7 +51,7 @@ from _shared.script_io import Parser  # noqa: E402
 
 sys.path.insert(0, str(TESTS))  # the test suite's GGUF writers
 
-from specdec_cli.engine.decode.runner import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 from tiny_memory_models import (  # noqa: E402
     GEMMA3_EMBD,
     MAMBA2_EMBD,

@@ -53,7 +53,7 @@ from _shared.llama_server import (  # noqa: E402
 from _shared.prompt_sets import load_sets  # noqa: E402
 from _shared.script_io import Parser, same_text  # noqa: E402
 
-from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
+from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions  # noqa: E402
 
 
 def run_server(args, spec: str, text: str, n_prompt: int, log: Path) -> dict:

@@ -40,7 +40,7 @@ def main() -> int:
     args = ap.parse_args()
     resolve_models(args, False)
 
-    from specdec_cli.engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
+    from specdec_cli.engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
     from specdec_cli.engine.structured import constraint as C
     from specdec_cli.engine.verify.verifiers import SamplingParams
     from specdec_cli.terminal.constraint_args import ConstraintSpec

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ..engine.decode.runner import Engine, GenOptions
+from ..engine.decode.engine import Engine, GenOptions
 from ..engine.stats import GenerationStats
 from ..engine.verify.divergence import first_divergence
 from ..engine.verify.verifiers import SamplingParams
@@ -64,7 +64,7 @@ def grid(
     """The target alone, auto (``run``'s default), n-gram lookup at each draft length, then
     every setting of the loaded draft (``method``: a classic draft model, an eagle3/dflash/dspark
     head, or None when there is no draft)."""
-    from ..engine.decode.runner import AUTO_DRAFT_MAX
+    from ..engine.decode.engine import AUTO_DRAFT_MAX
 
     configs = [BASELINE]
     if auto:

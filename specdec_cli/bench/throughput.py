@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
-from ..engine.decode.runner import Engine, GenOptions
+from ..engine.decode.engine import Engine, GenOptions
 from ..engine.decode.scheduler import Job
 
 

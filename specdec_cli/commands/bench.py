@@ -57,7 +57,7 @@ def run_bench_request(req: BenchRequest) -> int:
     from ..bench.report import print_tables, recommend, summarize
     from ..bench.runner import grid, run_bench
     from ..bench.scenarios import load_scenarios
-    from ..engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions
+    from ..engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions
     from ..engine.verify.verifiers import SamplingParams, resolve_seed
     from ..pairing.plan import build_plan
     from ..pairing.registry import load_registry
@@ -132,7 +132,7 @@ def run_bench_request(req: BenchRequest) -> int:
 def _throughput(req: BenchRequest, plan, scenarios: dict, sampling) -> int:
     """``--parallel``: each scenario's prompts as one batch, at each count, with auto and without."""
     from ..bench.throughput import print_table, run_throughput, summarize
-    from ..engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, GenOptions
+    from ..engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, GenOptions
     from .batch import batch_blocker
 
     parallels = parse_grid(req.parallel, int, "--parallel", 1, 256, "1,2,4,8")

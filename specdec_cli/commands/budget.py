@@ -28,7 +28,7 @@ class BudgetRequest:
 
 def run_budget(req: BudgetRequest) -> int:
     """Print the estimate (a table, or JSON) and return 0 when it fits, 1 when not."""
-    from ..engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions
+    from ..engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions
     from ..memory.budget import parse_layers, plan
     from ..memory.placement import suggestions
     from ..models.meta import read_gguf

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..engine.decode.runner import AUTO_DRAFT_MAX
+from ..engine.decode.engine import AUTO_DRAFT_MAX
 from ..engine.drafters.auto import break_even, could_pay
 from ..engine.policy import cost_cache
 from ..errors import EXIT_OK

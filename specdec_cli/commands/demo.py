@@ -52,7 +52,7 @@ EDIT_PROMPT = ("Rename the function parse_rows to read_rows and the parameter se
 
 
 def run_demo(max_tokens: int = 128) -> int:
-    from ..engine.decode.runner import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
+    from ..engine.decode.engine import AUTO_DRAFT_MAX, DraftOptions, Engine, EngineOptions, GenOptions
     from ..realmodels import DEMO_DRAFT, DEMO_TARGET, ensure_model
 
     target = ensure_model(DEMO_TARGET)

@@ -122,7 +122,7 @@ def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet:
 
 def engine_options(load: LoadOptions, est, n_seq: int = 1):
     """llama.cpp settings, with the offload the memory check chose."""
-    from ..engine.decode.runner import EngineOptions
+    from ..engine.decode.engine import EngineOptions
 
     return EngineOptions(
         n_seq=n_seq,
@@ -164,7 +164,7 @@ def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bo
     ``draft``: the engine's ``DraftOptions``; its ``draft_max`` sizes the memory check. Returns the
     engine and the memory estimate it was loaded under. ``cells``: the engine's (``Engine``), sizing
     the caches of many sequences to the jobs; the memory check counts ``n_seq`` whole contexts."""
-    from ..engine.decode.runner import Engine
+    from ..engine.decode.engine import Engine
     from ..models.methods import Method
 
     print_plan_notes(plan, quiet=quiet)

@@ -55,7 +55,7 @@ class _Prompting:
 
 
 def run_request(req: RunRequest) -> int:
-    from ..engine.decode.runner import GenOptions
+    from ..engine.decode.engine import GenOptions
     from ..engine.verify.verifiers import SamplingParams, resolve_seed
 
     if req.batch is not None and (req.prompt is not None or req.file is not None):
@@ -151,7 +151,7 @@ def _check_draft_flags(flags: DraftFlags) -> None:
 
 
 def _draft_options(plan):
-    from ..engine.decode.runner import DraftOptions
+    from ..engine.decode.engine import DraftOptions
 
     return DraftOptions(draft_max=plan.draft_max.value, draft_min=plan.draft_min.value, p_min=plan.p_min.value)
 

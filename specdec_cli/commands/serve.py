@@ -44,7 +44,7 @@ class ServeRequest(PairRequest):
 
 
 def serve(req: ServeRequest) -> int:
-    from ..engine.decode.runner import DraftOptions, GenOptions
+    from ..engine.decode.engine import DraftOptions, GenOptions
     from ..engine.policy.decisions import choose_parallel
     from ..engine.verify.verifiers import SamplingParams
     from ..serve.app import create_app

@@ -134,7 +134,7 @@ def build_plan(
     elif auto and not no_draft and run_method.value in (None, Method.DRAFT, Method.MTP, AUTO):
         run_method = Setting(AUTO, run_method.source if run_method.value == AUTO else "default")
         if flags.draft_max is None:
-            from ..engine.decode.runner import AUTO_DRAFT_MAX
+            from ..engine.decode.engine import AUTO_DRAFT_MAX
 
             settings["draft_max"] = Setting(AUTO_DRAFT_MAX, "bench" if verdict == "auto" else "auto")
     return RunPlan(
@@ -248,7 +248,7 @@ def _settings(flags: DraftFlags, tuned, entry: PairEntry | None) -> tuple[dict[s
     The second value is the stored measurement's verdict when no flag overrides it: "slower" (the
     draft model measured slower than none), "ngram" (n-gram drafting won), "auto", or None.
     """
-    from ..engine.decode.runner import DraftOptions
+    from ..engine.decode.engine import DraftOptions
 
     given = {"draft_max": flags.draft_max, "draft_min": flags.draft_min, "p_min": flags.p_min}
     d = DraftOptions()

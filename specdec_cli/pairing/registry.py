@@ -52,7 +52,7 @@ class PairEntry:
     target_file: str | None = None
     target_quant: str | None = None
     target_path: str | None = None
-    # recommended settings; None = specdec's own default (see engine.runner.DraftOptions)
+    # recommended settings; None = specdec's own default (see engine.options.DraftOptions)
     draft_max: int | None = None
     draft_min: int | None = None
     draft_p_min: float | None = None

@@ -32,7 +32,7 @@ def slot_main(argv: list[str]) -> int:
         sys.exit("error: --rounds must be at least 1.")
     args.cache_prompt = "off"  # every request reads its whole prompt, as specdec's one-at-a-time path does
     resolve_models(args, False)
-    from specdec_cli.engine.decode.runner import Engine, GenOptions
+    from specdec_cli.engine.decode.engine import Engine, GenOptions
 
     log_dir, tmp = logs_folder(args)
     prompts = load_prompts(args.prompts_file, args.target)

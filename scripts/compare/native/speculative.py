@@ -107,7 +107,7 @@ def run_native(args, prompt: str, log_dir: Path | None, tag: str) -> tuple[Side,
 
 def engine_options(args):
     """specdec's engine with the settings both sides get (context, batch, threads, offload, FA, KV types)."""
-    from specdec_cli.engine.decode.runner import EngineOptions
+    from specdec_cli.engine.decode.engine import EngineOptions
 
     return EngineOptions(n_ctx=args.ctx, n_batch=args.batch, threads=args.threads, gpu_layers=args.gpu_layers,
                          flash_attn=args.flash_attn, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v)
@@ -115,7 +115,7 @@ def engine_options(args):
 
 def warmed_up(engine, prompts: list[tuple[str, str]]) -> list[list[int]]:
     """The prompts' tokens, after one short generation (pages in the weights, builds the graphs)."""
-    from specdec_cli.engine.decode.runner import GenOptions
+    from specdec_cli.engine.decode.engine import GenOptions
 
     encoded = [engine.tokenize_prompt(text) for _, text in prompts]
     engine.generate(encoded[0], GenOptions(max_tokens=16))
@@ -123,7 +123,7 @@ def warmed_up(engine, prompts: list[tuple[str, str]]) -> list[list[int]]:
 
 
 def run_specdec(engine, tokens: list[int], n: int) -> Side:
-    from specdec_cli.engine.decode.runner import GenOptions
+    from specdec_cli.engine.decode.engine import GenOptions
 
     busy0, cpu0, w0 = busy_seconds(), time.process_time(), time.perf_counter()
     r = engine.generate(tokens, GenOptions(max_tokens=n))
@@ -164,7 +164,7 @@ def main(description: str) -> int:
     args = ap.parse_args()
     if args.repeats < 1:
         sys.exit("error: --repeats must be at least 1.")
-    from specdec_cli.engine.decode.runner import DraftOptions, Engine
+    from specdec_cli.engine.decode.engine import DraftOptions, Engine
 
     demo_models(args)
     args.native_bin = find_native(args.native_bin)

@@ -1,7 +1,7 @@
 """Decoding: the loops that run the models, one sequence and many.
 
 One sequence: ``session`` (prefill, then draft, verify, accept, roll back, until a stop) and
-``runner`` (``Engine``: models and contexts loaded once, many generations, for run, bench and
+``engine`` (``Engine``: models and contexts loaded once, many generations, for run, bench and
 serve; its measured costs a part of it, ``engine_costs``). Many sequences in one target
 context: ``scheduler`` (one pass for every sequence, prefill chunks, shared prefixes) and the
 parts it owns: ``admission`` (which sequence a prompt takes and what it need not compute),

@@ -2,7 +2,7 @@
 settings (``policy/cost_cache.py``: samples with how busy the machine was), checked again when
 stale or when only busy samples stand behind them, and what they decide to load (auto's draft
 model only where it could pay, on figures from a quiet machine). A part ``Engine`` owns
-(``runner.py``), apart because it is one concept with its own state: the cost model, whether it
+(``engine.py``), apart because it is one concept with its own state: the cost model, whether it
 is ready, and how busy the machine was while it was measured. What it needs of the engine is
 given to it: the target and its settings, and with each measurement a callback that settles
 the draft model (given then, not kept, so that engine and costs hold no cycle of references).

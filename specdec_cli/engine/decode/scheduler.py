@@ -51,7 +51,7 @@ from .session import Session
 
 if TYPE_CHECKING:
     from ..options import GenOptions
-    from .runner import Engine
+    from .engine import Engine
 
 RIDE_ANYWAY_EVERY = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
 
