@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..engine.decode.scheduler import Job
 from ..engine.errors import fault_message
+from ..engine.options import GenOptions
 from .events import Done, EngineEvent, Failed, Logprobs, Text
 
 
@@ -62,7 +63,7 @@ class Work:
 
     handle: Handle
     tokens: list[int]
-    gen: object  # GenOptions, its grammar compiled
+    gen: GenOptions  # its grammar compiled
     seed: int | None
     sources: tuple[list[int], ...] = ()  # the prompt's texts in another spelling (``Job.sources``)
     arrived: float | None = None  # when the request came in (``time.perf_counter``; ``Job.arrived``)

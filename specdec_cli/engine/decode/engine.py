@@ -139,6 +139,7 @@ class Engine:
         return self.draft_model is not None
 
     def _load_draft(self, kind: str) -> Drafter:
+        assert self.draft_path is not None, "a draft is loaded only where one was given"
         opts = self.options
         ngl = opts.gpu_layers if opts.gpu_layers_draft is None else opts.gpu_layers_draft
         self.draft_model = Model(self.draft_path, n_gpu_layers=ngl, verbose=opts.verbose)
@@ -159,7 +160,7 @@ class Engine:
                 self._draft_by_name()
             else:
                 if not self.draft_left_out and self.note:
-                    self.note(left_out_note(c, self.draft_path.name, n_max))
+                    self.note(left_out_note(c, Path(self.draft_path or "draft").name, n_max))
                 self.draft_left_out = True  # until costs on which it could pay are set (``set_costs``)
         return self.draft_ctx if "draft" in self.drafters else None
 
@@ -210,26 +211,27 @@ class Engine:
         return CacheRollback(self.target_ctx, kind)
 
     def _make_drafter(self, kind: str, warn) -> Drafter:
-        d = self.draft_options
+        d, draft_model = self.draft_options, self.draft_model
+        assert draft_model is not None, "_load_draft loads it first"
         if kind == "draft":
             n_seq = self.options.n_seq
-            self.draft_ctx = Context(self.draft_model, self._ctx_params(n_seq, n_seq=n_seq))
+            self.draft_ctx = Context(draft_model, self._ctx_params(n_seq, n_seq=n_seq))
             rollback = CacheRollback(self.draft_ctx, self.draft_ctx.probe_rollback())
             if rollback.kind is Rollback.NONE:
-                raise SpecdecError(f"the draft {self.draft_model.path.name} keeps no memory that can drop positions",
+                raise SpecdecError(f"the draft {draft_model.path.name} keeps no memory that can drop positions",
                                    hint="use another draft model, or --method ngram")
             if n_seq > 1 and rollback.kind is Rollback.PARTIAL:
                 self.batch_model = BatchModelDrafter(self.draft_ctx)
             return ModelDrafter(self.draft_ctx, n_min=d.draft_min, p_min=d.p_min, rollback=rollback)
         if self.target_rollback.kind is Rollback.CHECKPOINT:
             raise UsageError(
-                f"{self.draft_model.path.name} reads the target's hidden states, which specdec does not keep "
+                f"{draft_model.path.name} reads the target's hidden states, which specdec does not keep "
                 f"in step across a checkpoint restore of {self.target_model.path.name}'s recurrent memory",
                 hint="use --method draft, ngram or mtp with this target")
         # a head borrows the target's embeddings and output projection (llama.cpp's ctx_other);
         # a block head outputs every slot of its block, as llama.cpp sizes its draft context
         rows = 1 if kind == "eagle3" else d.draft_max + 1
-        self.draft_ctx = Context(self.draft_model, self._ctx_params(rows), other=self.target_ctx)
+        self.draft_ctx = Context(draft_model, self._ctx_params(rows), other=self.target_ctx)
         if kind == "eagle3":
             return Eagle3Drafter(self.target_ctx, self.draft_ctx, n_max=d.draft_max, n_min=d.draft_min, p_min=d.p_min)
         return DFlashDrafter(self.target_ctx, self.draft_ctx, n_max=d.draft_max, n_min=d.draft_min,

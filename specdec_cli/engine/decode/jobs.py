@@ -135,6 +135,16 @@ class SeqSlot:
         self.last_used = 0.0
         self.wait = None
 
+    def copiers(self) -> tuple[SuffixIndex, EditTracker, UnsentOffers]:
+        """Auto's copy proposers of this job (``JobStart`` sets all three under auto, none else)."""
+        assert self.index is not None and self.edits is not None and self.unsent is not None, "not an auto job"
+        return self.index, self.edits, self.unsent
+
+    def lookup(self) -> NgramDrafter:
+        """This job's prompt lookup (``--method ngram`` jobs have one)."""
+        assert self.ngram is not None, "not an ngram job"
+        return self.ngram
+
     def note(self, event: str, **what: object) -> None:
         """One line of its request's timeline (``GenerationStats.timeline``), up to its first token."""
         job = self.job

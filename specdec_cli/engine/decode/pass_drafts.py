@@ -59,7 +59,7 @@ class PassDrafter:
         after = [[*s.tokens, *f] for s, f in zip(seqs, forced)]
         room = [c - len(f) for c, f in zip(caps, forced)]
         if self.method == "ngram":
-            out = [Draft(Proposal(s.ngram.draft(h, r)) if r else NO_PROPOSAL, "ngram")
+            out = [Draft(Proposal(s.lookup().draft(h, r)) if r else NO_PROPOSAL, "ngram")
                    for s, h, r in zip(seqs, after, room)]
         elif self.method == "draft":
             assert self.model is not None  # the scheduler's, for this method
@@ -93,7 +93,7 @@ class PassDrafter:
             self._with_model(auto, self.model, asks, out)
         for s, d in zip(seqs, out):
             if d.tokens:
-                s.unsent.withdraw()
+                s.copiers()[2].withdraw()
         return out
 
     def _options(self, auto: AutoDrafter, seqs: list[SeqSlot], after: list[list[int]], room: list[int],
@@ -108,7 +108,8 @@ class PassDrafter:
             if r <= 0:
                 options.append(_Option(None, sure, 0.0))
                 continue
-            c = auto.copy_candidates(s.index, s.edits, h, r, None if f else s.unsent)
+            index, edits, unsent = s.copiers()
+            c = auto.copy_candidates(index, edits, h, r, None if f else unsent)
             option = _Option(c, sure + c.accept, ngram_cost)
             if self.model is not None and not f:
                 acc = [auto.model_position(i) for i in range(r)]

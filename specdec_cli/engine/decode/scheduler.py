@@ -399,10 +399,11 @@ class Scheduler:
         s.stats.fault = describe(exc)
         job, result = self._finish(s, "error")
         s.tokens, s.n_cached, s.n_prompt = [], 0, 0
-        for forget in (lambda: self.ctx.seq_rm(s.seq, -1, -1),
-                       lambda: self.model is not None and self.model.forget(s.seq)):
-            with contextlib.suppress(Exception):  # freeing is best effort; the job has ended
-                forget()
+        with contextlib.suppress(Exception):  # freeing is best effort; the job has ended
+            self.ctx.seq_rm(s.seq, -1, -1)
+        if self.model is not None:
+            with contextlib.suppress(Exception):
+                self.model.forget(s.seq)
         return job, result
 
     def _recover(self, exc: BaseException) -> list[tuple[Job, Result]]:

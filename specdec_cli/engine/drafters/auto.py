@@ -23,7 +23,7 @@ measured on this machine (``CostModel``) and acceptance learned in this run (``C
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..policy.costmodel import CostModel
 from ..policy.decisions import Calibrator, best_length, confidence_bucket, extension_pays
@@ -117,10 +117,7 @@ class AutoDrafter(Drafter):
         self.name = model.method if model is not None else "draft"  # its cost and source name
         # mixed when the model samples: greedy n-gram point masses beside sampled drafts
         self.sampled_proposals = model is not None and model.sampled_proposals
-
-    @property
-    def reads_target_states(self) -> bool:  # MTP reads them, a draft model does not
-        return self.model is not None and self.model.reads_target_states
+        self.reads_target_states = model is not None and model.reads_target_states  # MTP does, a draft model not
 
     def reset(self) -> None:
         """Forget the acceptance learned so far (it is otherwise kept across generations)."""
@@ -136,11 +133,11 @@ class AutoDrafter(Drafter):
         self.unsent = UnsentOffers()
         # the model is prefilled only when it could ever pay on this machine
         self._model_live = self.model is not None and self.model_can_pay(32)
-        if self._model_live:
+        if self._model_live and self.model is not None:
             self.model.begin(prompt, sampler)
 
     def process(self, tokens: list[int], pos0: int) -> None:
-        if self._model_live:
+        if self._model_live and self.model is not None:
             self.model.process(tokens, pos0)
 
     def draft(self, history: list[int], n_max: int) -> list[int]:
@@ -282,6 +279,8 @@ class AutoDrafter(Drafter):
         up on every pass. So it is kept where it could pay at ``MODEL_LIVE_ACCEPT`` per position
         (a draft that good is rare; one that cannot pay even then never will), or, for one
         that tracks every pass, at the acceptance it has been seen to reach."""
+        if self.model is None:  # nothing to keep ready
+            return False
         if self.model.tracks_every_pass:
             accept = [self.model_position(i) for i in range(n_max)]
             return best_length(accept, self.costs, self.costs.draft_seconds(self.name)).k > 0
@@ -290,7 +289,8 @@ class AutoDrafter(Drafter):
     def _draft_with_model(self, history: list[int], n_max: int) -> Draft | None:
         costs = self.costs
         d = costs.draft_seconds(self.name)
-        cal, accs = self._model_conf, []
+        cal = self._model_conf
+        accs: list[float] = []  # the expected acceptance of each token drafted so far
 
         def keep_going(conf: float) -> bool:
             a = cal.estimate((confidence_bucket(conf),), conf)
@@ -300,6 +300,7 @@ class AutoDrafter(Drafter):
             return True
 
         model = self.model
+        assert model is not None  # asked only while one is attached
         model.stop_rule = keep_going
         t0 = time.perf_counter()
         try:
@@ -315,7 +316,7 @@ class AutoDrafter(Drafter):
         return model_draft(self.name, proposal, model.last_confidences)
 
 
-def model_draft(name: str, proposal: Proposal, confidences: list[float]) -> Draft:
+def model_draft(name: str, proposal: Proposal, confidences: Sequence[float]) -> Draft:
     """A step-wise drafter's draft, each token's signal its confidence (the draft's top-10
     probability of its best token, taken before anything was drawn)."""
     return Draft(proposal, name, [(confidence_bucket(c),) for c in confidences], list(confidences))

@@ -40,6 +40,7 @@ follows the target's distribution at any temperature.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..verify.verifiers import Proposal
@@ -61,6 +62,11 @@ class Drafter(ABC):
     #: DFlash, MTP): every prompt token must then be evaluated again for each generation, so the
     #: target does not keep the prompt prefix its memory holds from the last one
     reads_target_states: bool = False
+    #: auto's length rule for the drafters it drives step by step (the draft model, MTP): given
+    #: the next token's confidence, whether drafting it still pays; None: the drafter's own rule
+    stop_rule: Callable[[float], bool] | None = None
+    #: the confidence of each token of the last proposal, for auto's calibration (those drafters)
+    last_confidences: Sequence[float] = ()
 
     @property
     def last_source(self) -> str:

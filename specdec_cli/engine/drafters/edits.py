@@ -234,9 +234,9 @@ class EditTracker:
                 for e in range(i, min(i + NEAR1_SKIP + 1, len(src))):
                     if src[e] == out[-1]:
                         return self._join(e, 1, learn=True)
-        e = self._far(i, k)
-        if e is not None:
-            self._join(e, FAR_MATCH, learn=False)
+        far = self._far(i, k)
+        if far is not None:
+            self._join(far, FAR_MATCH, learn=False)
 
     def _agree(self, e: int, k: int) -> list[int]:
         """The output's last tokens (after index ``k``) that match the source read back from

@@ -102,7 +102,8 @@ class ModelDrafter(Drafter):
     def _run(self, history: list[int], n_max: int, pick=None) -> list[int]:
         """The drafting loop from ``history``: the draft's cache follows each drafted token."""
         self._sync(history)
-        self.last_confidences = confs = []
+        confs: list[float] = []
+        self.last_confidences = confs
         pos = len(history)
 
         def advance(i: int, tok: int) -> None:

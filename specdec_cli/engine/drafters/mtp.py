@@ -108,7 +108,8 @@ class MtpDrafter(Drafter):
     def draft(self, history: list[int], n_max: int) -> list[int]:
         pos0 = len(history) - 1  # the last token's position: it is not in the target's cache yet
         h0 = self._rows.get(pos0 - 1)
-        self.last_confidences = confs = []
+        confs: list[float] = []
+        self.last_confidences = confs
         if h0 is None or n_max <= 0:
             return []
         ctx, batch = self.ctx, self._batch
