@@ -155,7 +155,12 @@ def test_each_door_refuses_bad_requests_in_its_own_format(server):
                         ({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}, "input"),
                         ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
                         ({"input": "hi", "background": True}, "background"),
-                        ({"input": "hi", "reasoning": {"effort": "high"}}, "reasoning")]:
+                        ({"input": "hi", "reasoning": {"effort": "high"}}, "reasoning"),
+                        # fields of the chat request a Responses body becomes, named as the client sent them
+                        ({"input": []}, "input"),
+                        ({"input": "hi", "text": {"format": {"type": "json_schema", "name": "x",
+                                                             "schema": {"type": "object", "minProperties": "x"}}}},
+                         "text")]:
         r = httpx.post(f"{url}/v1/responses", json={"model": "x", **body})
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
     none = httpx.post(f"{url}/v1/responses", json={"model": "x", "input": "hi", "max_output_tokens": 2,  # Codex's
@@ -175,7 +180,9 @@ def test_each_door_refuses_bad_requests_in_its_own_format(server):
             ({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
               "tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0]", '"bash_20250124"'),
             ({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
-              "thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking", "not supported")]:
+              "thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking", "not supported"),
+            ({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+              "stop_sequences": ["a", "b", "c", "d", "e"]}, "stop_sequences", "up to 4")]:
         r = httpx.post(f"{url}/v1/messages", json={"model": "x", **body})
         assert r.status_code == 400 and r.json()["type"] == "error", r.text
         error = r.json()["error"]
@@ -193,11 +200,13 @@ def test_a_translated_body_that_fails_the_chat_checks_names_its_field():
     (``bodies.validated``): a failure there names the field too, not only a status."""
     from specdec_cli.serve.api_error import ApiError
     from specdec_cli.serve.bodies import validated
-    from specdec_cli.serve.messages_api import MessagesRequest, to_chat
+    from specdec_cli.serve.messages_api import CHAT_NAMES, MessagesRequest, to_chat
     from specdec_cli.serve.schemas import ChatRequest
 
     body = MessagesRequest.model_validate({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
                                            "stop_sequences": ["a", "b", "c", "d", "e"]})
     with pytest.raises(ApiError) as err:
-        validated(ChatRequest, to_chat(body))
-    assert err.value.status == 400 and err.value.param == "stop" and "up to 4" in err.value.message
+        validated(ChatRequest, to_chat(body), CHAT_NAMES)
+    # named as the client sent it: a Messages client sent stop_sequences, not the chat's stop
+    assert err.value.status == 400 and err.value.param == "stop_sequences" and "up to 4" in err.value.message
+    assert err.value.message.startswith("stop_sequences: ")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -61,16 +62,20 @@ async def read_body(request: Request, model_cls: type[B], api_key: str | None) -
     return body
 
 
-def validated(model_cls: type[M], data: dict) -> M:
+def validated(model_cls: type[M], data: dict, names: Mapping[str, str] | None = None) -> M:
     """``data`` as ``model_cls``; the first thing pydantic finds wrong as a 400 naming its top-level
     field as ``param``. The one mapping for every body: a client's own, and the chat request
-    that Messages and Responses bodies are translated into."""
+    that Messages and Responses bodies are translated into, whose fields ``names`` renames to
+    what the client sent (a Messages client sent ``stop_sequences``, not the chat's ``stop``)."""
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if not isinstance(p, str) or p not in ("str", "list[str]"))
-        param = str(err["loc"][0]) if err["loc"] else None
+        loc = [p for p in err["loc"] if not isinstance(p, str) or p not in ("str", "list[str]")]
+        if loc and names:
+            loc[0] = names.get(str(loc[0]), loc[0])
+        where = ".".join(str(p) for p in loc)
+        param = str(loc[0]) if loc else None
         raise ApiError(400, f"{where}: {err['msg']}" if where else err["msg"], param=param) from None
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -86,25 +86,32 @@ def endpoint(handler: Handler,
     return route
 
 
-async def prepare(build: Callable[[], T], *, param: str) -> T:
+async def prepare(build: Callable[[], T], *, param: str, names: Mapping[str, str] | None = None) -> T:
     """``build()`` on a helper thread, its foreseen failures as 400s: a ``ToolsError`` names its
-    own field, any other ``UsageError`` (a prompt past the context) names ``param``."""
+    own field, any other ``UsageError`` (a prompt past the context) names ``param``. ``names``:
+    the caller's own name for a field of the common request (``bodies.validated``)."""
+    own = (lambda field: names.get(field, field) if field is not None else None) if names else (lambda field: field)
 
     def run() -> T:
         try:
             return build()
+        except ApiError as exc:  # a setting of the common request it cannot honour (response_format)
+            exc.param = own(exc.param)
+            raise
         except ToolsError as exc:
-            raise ApiError(400, exc.one_line(), param=exc.param) from None
+            raise ApiError(400, exc.one_line(), param=own(exc.param)) from None
         except UsageError as exc:
             raise ApiError(400, exc.one_line(), param=param) from None
 
     return await asyncio.to_thread(run)
 
 
-async def ready_chat(ctx: ServeContext, chat: ChatRequest, *, param: str) -> Ready:
+async def ready_chat(ctx: ServeContext, chat: ChatRequest, *, param: str,
+                     names: Mapping[str, str] | None = None) -> Ready:
     """The common request made ready: its messages checked, its tools read, rendered by the
     model's template, its grammar compiled. ``param``: the field a bad conversation is named by
-    in the caller's API (``messages``, or the Responses API's ``input``)."""
+    in the caller's API (``messages``, or the Responses API's ``input``); ``names``: its names
+    for the common request's other fields."""
 
     def build() -> Ready:
         try:
@@ -115,7 +122,7 @@ async def ready_chat(ctx: ServeContext, chat: ChatRequest, *, param: str) -> Rea
         turn = ctx.prompter.turn(messages, tools, chat.response_constraint())
         return Ready(chat, turn.tokens, turn.grammar, turn.shown, turn)
 
-    return await prepare(build, param=param)
+    return await prepare(build, param=param, names=names)
 
 
 def submit(ctx: ServeContext, ready: Ready, arrived: float) -> Generation:

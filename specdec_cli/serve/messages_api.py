@@ -33,6 +33,9 @@ from .messages_out import MessagesWire
 from .schemas import ChatRequest, RequestBody
 from .wire import CallIds
 
+# the chat request's fields by the names a Messages client sent them under (errors name these)
+CHAT_NAMES = {"stop": "stop_sequences", "parallel_tool_calls": "tool_choice"}
+
 
 class MessagesRequest(RequestBody):
     model: str | None = None
@@ -196,7 +199,8 @@ class MessagesApi:
 
     async def _ready(self, request: Request, model_cls: type[MessagesRequest]) -> tuple[MessagesRequest, Ready]:
         body = await read_body(request, model_cls, self.ctx.api_key)
-        return body, await ready_chat(self.ctx, validated(ChatRequest, to_chat(body)), param="messages")
+        chat = validated(ChatRequest, to_chat(body), CHAT_NAMES)
+        return body, await ready_chat(self.ctx, chat, param="messages", names=CHAT_NAMES)
 
     async def create(self, request: Request, arrived: float) -> Response:
         body, ready = await self._ready(request, MessagesRequest)

@@ -36,6 +36,8 @@ from .schemas import ChatRequest, RequestBody
 from .wire import CallIds
 
 STORE_MAX = 512  # responses kept for previous_response_id and GET, the oldest dropped first
+# the chat request's fields by the names a Responses client sent them under (errors name these)
+CHAT_NAMES = {"messages": "input", "max_completion_tokens": "max_output_tokens", "response_format": "text"}
 
 
 class ResponsesRequest(RequestBody):
@@ -212,7 +214,7 @@ class ResponsesApi:
         ctx = self.ctx
         body = await read_body(request, ResponsesRequest, ctx.api_key)
         chat, history = to_chat(body, self._before(body))
-        ready = await ready_chat(ctx, validated(ChatRequest, chat), param="input")
+        ready = await ready_chat(ctx, validated(ChatRequest, chat, CHAT_NAMES), param="input", names=CHAT_NAMES)
         rid = f"resp_{secrets.token_hex(12)}"
         keep = partial(self._keep, rid, history) if body.store else None
         wire = ResponsesWire(rid, int(time.time()), ctx.model, CallIds(ctx.prompter.format.new_id), _echo(body), keep)
