@@ -90,7 +90,8 @@ async def prepare(build: Callable[[], T], *, param: str, names: Mapping[str, str
     """``build()`` on a helper thread, its foreseen failures as 400s: a ``ToolsError`` names its
     own field, any other ``UsageError`` (a prompt past the context) names ``param``. ``names``:
     the caller's own name for a field of the common request (``bodies.validated``)."""
-    own = (lambda field: names.get(field, field) if field is not None else None) if names else (lambda field: field)
+    def own(field: str | None) -> str | None:
+        return names.get(field, field) if names and field is not None else field
 
     def run() -> T:
         try:

@@ -55,8 +55,11 @@ def lay_out(decoding: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks 
         take = min(room, s.unread)
         if take <= 0:
             break
-        for p in range(s.n_cached, s.n_cached + take):
-            b.add(s.tokens[p], p, s.seq, False)
+        # a prompt chunk in bulk: up to n_batch rows, where a call per token would cost a millisecond
+        b.toks.extend(s.tokens[s.n_cached : s.n_cached + take])
+        b.pos.extend(range(s.n_cached, s.n_cached + take))
+        b.seqs.extend([s.seq] * take)
+        b.outs.extend([False] * take)
         b.chunks.append((s, take))
         room -= take
         if take == s.unread and room > 0 and n_out < n_outputs_max:
