@@ -24,6 +24,7 @@ from ..commands.options import (
     NglOpt,
     PairOpt,
     ParallelOpt,
+    ProfileOpt,
     QuantOpt,
     RegistryOpt,
     RunMethodOpt,
@@ -78,6 +79,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     show_accept: Annotated[bool, typer.Option("--show-accept", help="Colour the tokens the draft proposed (terminal only).")] = False,
     explain_divergence: Annotated[bool, typer.Option("--explain-divergence", help="Also run without the draft and show where (and why) the outputs differ.")] = False,
+    profile: ProfileOpt = False,
     verbose: VerboseOpt = False,
     registry: RegistryOpt = None,
     quant: QuantOpt = None,
@@ -99,7 +101,7 @@ def run(
         max_tokens=max_tokens, temp=temp, top_k=top_k, top_p=top_p, seed=seed, stop=tuple(stop),
         verify=plain(verify), force=force, batch=batch, parallel=parallel, as_json=as_json,
         constraint=read_constraint(json_schema, grammar_file, regex), quiet=quiet, show_accept=show_accept,
-        explain_divergence=explain_divergence,
+        explain_divergence=explain_divergence, profile=profile,
     )
     raise typer.Exit(run_request(req))
 
@@ -128,6 +130,7 @@ def serve(
     cache_type_v: CacheTypeVOpt = CacheType.F16,
     verbose: VerboseOpt = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No line on stderr per request, no loading notes (warnings and errors still show).")] = False,
+    profile: ProfileOpt = False,
     registry: RegistryOpt = None,
     quant: QuantOpt = None,
     yes: YesOpt = False,
@@ -142,7 +145,7 @@ def serve(
         load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
         draft=DraftFlags(draft_max=draft_max), registry=registry, yes=yes, no_draft=no_draft, method=plain(method),
         host=host, port=port, parallel=parallel, api_key=api_key, model_alias=model_alias, max_tokens=max_tokens,
-        quiet=quiet,
+        quiet=quiet, profile=profile,
     )
     raise typer.Exit(serve_pair(req))
 

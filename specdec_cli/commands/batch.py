@@ -71,7 +71,13 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     if not req.quiet and len(jobs) > 1:
         console.note(f"{parallel} prompt{'s' if parallel > 1 else ''} at once"
                      + ("" if req.parallel else " (chosen from the measured cost of a pass)"))
-    results = _sequential(engine, jobs, gen) if parallel == 1 else engine.run_many(jobs, gen, n_parallel=parallel)
+    from ..engine.decode.pass_profile import NO_PROFILE, PassProfile
+
+    profile = PassProfile() if req.profile and parallel > 1 else NO_PROFILE
+    if req.profile and parallel == 1:
+        console.note("no profile: the prompts run one at a time, not in shared passes")
+    results = _sequential(engine, jobs, gen) if parallel == 1 else \
+        engine.run_many(jobs, gen, n_parallel=parallel, profile=profile)
     total = GenerationStats()
     done: dict[int, object] = {}
     printed: set[int] = set()
@@ -124,6 +130,8 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
         # one at a time too, the rate is the batch's (its decoding rate alone read as fast as 12 at once)
         line = run.summary(method) if run is not None else total.summary(total.n_generated / seconds)
         console.note(f"{'all ' if len(done) == len(jobs) else ''}{len(done)} prompts in {seconds:.2f} s: {line}")
+    for note in profile.lines() if profile.enabled else ():
+        console.note(note)
     if code == EXIT_OK and faulted:
         console.error_line(f"{len(faulted)} of {len(jobs)} prompts stopped on an internal fault "
                            f"(prompts {', '.join(str(i + 1) for i in faulted[:10])}); their lines hold the error")

@@ -36,6 +36,7 @@ FlashAttnOpt = Annotated[FlashAttn, typer.Option("--flash-attn", help="Flash att
 CacheTypeKOpt = Annotated[CacheType, typer.Option("--cache-type-k", help="KV cache type for K.")]
 CacheTypeVOpt = Annotated[CacheType, typer.Option("--cache-type-v", help="KV cache type for V.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Show llama.cpp's own log.")]
+ProfileOpt = Annotated[bool, typer.Option("--profile", help="At the end, where the passes' time went: llama_decode and each host stage, per pass and as a share (stderr; run: --batch).")]
 
 # what is generated
 MaxTokensOpt = Annotated[int, typer.Option("-n", "--max-tokens", min=1, help="Most tokens to generate.")]

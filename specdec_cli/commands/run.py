@@ -44,6 +44,7 @@ class RunRequest(PairRequest):
     quiet: bool = False
     show_accept: bool = False
     explain_divergence: bool = False
+    profile: bool = False  # --batch: where the passes' time went, on stderr at the end
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ def run_request(req: RunRequest) -> int:
 
     if req.batch is not None and (req.prompt is not None or req.file is not None):
         raise UsageError("--batch takes its prompts from the file; drop the prompt argument and -f")
+    if req.profile and req.batch is None:
+        raise UsageError("--profile times the passes of many prompts decoded together",
+                         hint="use it with --batch FILE, or with specdec serve")
     if req.explain_divergence and req.temp > 0:
         raise UsageError("--explain-divergence compares greedy runs", hint="use --temp 0")
     check_temperature(req.temp)

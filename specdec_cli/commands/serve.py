@@ -41,10 +41,12 @@ class ServeRequest(PairRequest):
     model_alias: str | None = None
     max_tokens: int | None = None  # a request's default budget (None: until the context is full)
     quiet: bool = False
+    profile: bool = False  # where the passes' time went, on stderr when the server stops
 
 
 def serve(req: ServeRequest) -> int:
     from ..engine.decode.engine import DraftOptions, GenOptions
+    from ..engine.decode.pass_profile import NO_PROFILE, PassProfile
     from ..engine.policy.decisions import choose_parallel
     from ..engine.verify.verifiers import SamplingParams
     from ..serve.app import create_app
@@ -76,7 +78,8 @@ def serve(req: ServeRequest) -> int:
         limit = max(1, min(want, n_seq))
         parallel = min(req.parallel, limit) if req.parallel else choose_parallel(engine.ensure_costs(), limit)
         default = GenOptions(max_tokens=req.max_tokens or engine.n_ctx_seq)
-        scheduler = engine.scheduler(default, n_parallel=parallel, first_tokens_first=True)
+        scheduler = engine.scheduler(default, n_parallel=parallel, first_tokens_first=True,
+                                     profile=PassProfile() if req.profile else NO_PROFILE)
         worker = Worker(engine, scheduler, queue_max=QUEUE_PER_SLOT * parallel)
         alias = req.model_alias or plan.target.value.name
 
@@ -94,6 +97,8 @@ def serve(req: ServeRequest) -> int:
     finally:
         if worker is not None:
             worker.stop()
+            for line in worker.scheduler.profile.lines() if req.profile else ():
+                console.note(line)
         if any(http_alive):  # a request still being read on the HTTP thread tokenizes with the model: keep it
             engine.save_costs()
             console.warn("the HTTP side did not stop in time; the models are left for the process exit to free")

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ..engine.decode.scheduler import Job
 from ..engine.errors import fault_message
 from ..engine.options import GenOptions
+from ..engine.result import Result
 from .events import Done, EngineEvent, Failed, Logprobs, Text
 
 
@@ -123,22 +124,19 @@ class Worker:
                 if not serving():
                     self.stop()
                 stopping = self._stopping.is_set()
-                self._take(block=not sched.busy and not stopping)
+                if sched.busy:  # requests handed over while others decode: the server's own time
+                    with sched.profile.outside_step("intake"):
+                        self._take(block=False)
+                else:
+                    self._take(block=not stopping)
                 if stopping:
                     self._cancel_all()
                     if not sched.busy:
                         return
                 if sched.busy:
-                    for job, result in sched.step():  # a fault ends its request alone (``Scheduler.step``)
-                        handle = self._handles.pop(job.index, None)
-                        if result.stats.stop_reason == "cancelled" and not stopping:
-                            self.cancelled += 1
-                        if result.stats.stop_reason == "error":
-                            self.faulted += 1
-                            if handle is not None:
-                                handle.put(Failed(fault_message(result.stats.fault)))
-                        elif handle is not None:
-                            handle.put(Done(result))
+                    ended = sched.step()  # a fault ends its request alone (``Scheduler.step``)
+                    with sched.profile.outside_step("answer"):
+                        self._answer(ended, stopping)
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear of it
             self.failed = exc
             for handle in self._handles.values():
@@ -147,6 +145,19 @@ class Worker:
             raise
         finally:
             self._ended = True
+
+    def _answer(self, ended: list[tuple[Job, Result]], stopping: bool) -> None:
+        """Each ended job's result (or its fault) to its request."""
+        for job, result in ended:
+            handle = self._handles.pop(job.index, None)
+            if result.stats.stop_reason == "cancelled" and not stopping:
+                self.cancelled += 1
+            if result.stats.stop_reason == "error":
+                self.faulted += 1
+                if handle is not None:
+                    handle.put(Failed(fault_message(result.stats.fault)))
+            elif handle is not None:
+                handle.put(Done(result))
 
     def _take(self, block: bool) -> None:
         """Admit what arrived (waiting a little for it when there is nothing else to do)."""

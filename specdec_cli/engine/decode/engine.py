@@ -37,6 +37,7 @@ from ..verify.rollback import CacheRollback
 from ..verify.verifiers import Sampler, make_verifier, resolve_verify
 from .engine_costs import EngineCosts, leaves_draft_out, left_out_note
 from .jobs import RunStats
+from .pass_profile import NO_PROFILE, PassProfile
 from .scheduler import Job, Scheduler
 from .session import Session
 
@@ -402,7 +403,8 @@ class Engine:
         return None
 
     def scheduler(self, gen: GenOptions, *, n_parallel: int, method: str | None = None,
-                  use_draft: bool = True, first_tokens_first: bool = False) -> Scheduler:
+                  use_draft: bool = True, first_tokens_first: bool = False,
+                  profile: PassProfile = NO_PROFILE) -> Scheduler:
         """A scheduler for jobs that arrive over time (the server): ``start`` it, ``submit`` jobs,
         ``step`` while it is ``busy``. ``method`` overrides the engine's (``use_draft`` False:
         none); ``batch_support`` must have said yes to it. ``first_tokens_first``: see
@@ -411,14 +413,15 @@ class Engine:
         why = self.batch_support(method)
         if why is not None:
             raise ValueError(f"cannot decode many sequences at once: {why}")
-        return Scheduler(self, gen, n_parallel=n_parallel, method=method, first_tokens_first=first_tokens_first)
+        return Scheduler(self, gen, n_parallel=n_parallel, method=method, first_tokens_first=first_tokens_first,
+                         profile=profile)
 
     def run_many(self, jobs: list[Job], gen: GenOptions, *, n_parallel: int, use_draft: bool = True,
-                 method: str | None = None):
+                 method: str | None = None, profile: PassProfile = NO_PROFILE):
         """Decode ``jobs`` ``n_parallel`` at a time (continuous batching, ``scheduler.py``); yields
         (job, Result) as each ends, as ``scheduler`` sets it up. The run's figures are in
         ``self.last_run``."""
-        sched = self.scheduler(gen, n_parallel=n_parallel, method=method, use_draft=use_draft)
+        sched = self.scheduler(gen, n_parallel=n_parallel, method=method, use_draft=use_draft, profile=profile)
         self.last_run = sched.stats
         yield from sched.run(jobs)
 

@@ -20,6 +20,7 @@ from ..policy.costmodel import CostModel
 from ..policy.decisions import best_length, confidence_bucket, plan_pass
 from ..verify.verifiers import Proposal
 from .jobs import SeqSlot
+from .pass_profile import NO_PROFILE, PassProfile
 
 MODEL_STOP = 0.2  # a model draft stops before a token whose calibrated acceptance is below this
 
@@ -39,15 +40,17 @@ class PassDrafter:
     draft model's context too)."""
 
     def __init__(self, costs: CostModel, method: str | None, auto: AutoDrafter | None,
-                 model: BatchModelDrafter | None, *, p_min: float):
+                 model: BatchModelDrafter | None, *, p_min: float, profile: PassProfile = NO_PROFILE):
         """``costs``: the engine's (what the plan and auto read, and the model drafts are timed
         into); ``auto`` under auto, ``model`` where the draft model drafts (auto or draft);
-        ``p_min``: the confidence below which a forced draft-model draft stops."""
+        ``p_min``: the confidence below which a forced draft-model draft stops; ``profile``: the
+        scheduler's (the plan's time is the cost policy's, not the drafting's)."""
         self.method = method
         self.auto = auto
         self.model = model
         self.costs = costs
         self.p_min = p_min
+        self.profile = profile
 
     def draft(self, seqs: list[SeqSlot], caps: list[int], n_prefill: int) -> list[Draft]:
         """``caps[i]``: the longest draft sequence i may send; ``n_prefill``: prompt tokens riding in
@@ -78,8 +81,9 @@ class PassDrafter:
         """Auto over the pass: each sequence's best option, cut for the whole pass by the plan
         (``plan_pass``), the forced tokens first; the planned model drafts made together."""
         options = self._options(auto, seqs, after, room, forced)
-        plan = plan_pass([o.accept for o in options], self.costs, n_prefill=n_prefill,
-                         draft_costs=[o.cost for o in options])
+        with self.profile.stage("cost policy"):
+            plan = plan_pass([o.accept for o in options], self.costs, n_prefill=n_prefill,
+                             draft_costs=[o.cost for o in options])
         out = [Draft.nothing() for _ in seqs]
         asks: list[tuple[int, Ask]] = []
         for i, (s, o, k, f) in enumerate(zip(seqs, options, plan.lengths, forced)):

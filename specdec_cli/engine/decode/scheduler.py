@@ -40,14 +40,14 @@ from ..drafters.model_batch import BatchModelDrafter
 from ..errors import ContextFull, describe
 from ..result import Result
 from ..stats import GenerationStats
-from ..structured.pass_masks import PassMasks, through_end
-from ..verify.logprobs import logprobs_of
+from ..structured.pass_masks import PassMasks
 from .admission import Admission
 from .job_start import JobStart
 from .jobs import Job, RunStats, SeqSlot, cells_for  # noqa: F401  (Job, cells_for: the scheduler's API)
+from .keep import Keeper
 from .pass_batch import PassBatch, lay_out
 from .pass_drafts import PassDrafter
-from .session import Session
+from .pass_profile import NO_PROFILE, PassProfile
 
 if TYPE_CHECKING:
     from ..options import GenOptions
@@ -61,13 +61,14 @@ class Scheduler:
     the context's other sequences keep finished prompts' cells for later ones."""
 
     def __init__(self, engine: Engine, gen: GenOptions, *, n_parallel: int, method: str | None,
-                 first_tokens_first: bool = False):
+                 first_tokens_first: bool = False, profile: PassProfile = NO_PROFILE):
         """``first_tokens_first`` (a server): a pass that reads the end of a waiting prompt, so
         that its first token comes out of it, carries no drafts of the decoding sequences. On
         a CPU a pass costs about its rows: in an agent loop here a 50-token turn riding with a
         31-token draft took 1.31 s to its first token against 0.85 s with none, while the
         draft, sent one pass later, costs the other sequence about 0.15 s. A batch run, which
-        waits for all its answers, drafts in every pass."""
+        waits for all its answers, drafts in every pass. ``profile``: where each step's time goes
+        (``pass_profile.py``; off by default)."""
         self.first_tokens_first = first_tokens_first
         self.engine = engine
         self.ctx = engine.target_ctx
@@ -84,11 +85,14 @@ class Scheduler:
         if auto is not None and model is not None and not auto.model_can_pay(self.draft_max):
             model = None  # the draft model cannot pay on this machine: never asked
         self.auto, self.model = auto, model
-        self.drafter = PassDrafter(engine.costs, method, auto, model, p_min=engine.draft_options.p_min)
+        self.profile = profile
+        self.drafter = PassDrafter(engine.costs, method, auto, model, p_min=engine.draft_options.p_min,
+                                   profile=profile)
         self.costs = engine.costs if engine.calibration.ready else None
         self.job_start = JobStart(gen, target=engine.target_model, constraint=engine.constraint, method=method,
                                   auto=auto is not None, sampled_drafts=model is not None)
         self.stats = RunStats(n_parallel=self.n_parallel)
+        self.keeper = Keeper(self.ctx, self.drafter, self.stats, self.is_eog, profile)
         self.slots: list[SeqSlot] = []  # every sequence of the context, made by ``start``
         self.waiting: deque[Job] = deque()
         self.admission = Admission(self.slots, self.ctx, self.waiting, n_parallel=self.n_parallel)
@@ -139,12 +143,15 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - a fault ends requests, never the scheduler
             return self._recover(exc)
         finally:
-            self.stats.seconds += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            self.stats.seconds += dt
+            self.profile.add_step(dt)
 
     def _step(self) -> list[tuple[Job, Result]]:
-        done = self._drop_cancelled()
-        self.admission.share_ready()
-        self.admission.admit(self._start)  # looked up at each step: a caller may wrap it (the fault tests do)
+        with self.profile.stage("admission"):
+            done = self._drop_cancelled()
+            self.admission.share_ready()
+            self.admission.admit(self._start)  # looked up at each step: a caller may wrap it (the fault tests do)
         reading = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
         if self._decoding_goes_next:  # the last step read prompts alone: the decoding sequences go now, alone
             self._decoding_goes_next, reading = False, []
@@ -175,34 +182,42 @@ class Scheduler:
         """One target pass over the ``decoding`` sequences (with their drafts) and chunks of the
         prompts of ``reading``; the jobs that ended in it."""
         done: list[tuple[Job, Result]] = []
+        prof = self.profile
         decoding, drafts, masks, t_draft = self._drafted(decoding, reading, done)
-        batch = lay_out(decoding, drafts, masks, reading, n_batch=self.ctx.n_batch,
-                        n_outputs_max=self.ctx.params.n_outputs_max)
+        with prof.stage("layout"):
+            batch = lay_out(decoding, drafts, masks, reading, n_batch=self.ctx.n_batch,
+                            n_outputs_max=self.ctx.params.n_outputs_max)
         toks = batch.toks
         if not toks:
             return done
-        # run at a larger size where the curve says it is cheaper (filler tokens, dropped after it)
-        size = self.costs.pass_size(len(toks)) if self.costs is not None else len(toks)
+        with prof.stage("cost policy"):  # run at a larger size where the curve says it is cheaper (filler, dropped after)
+            size = self.costs.pass_size(len(toks)) if self.costs is not None else len(toks)
         t = time.perf_counter()
         try:
-            filler = self.ctx.decode_many(toks, batch.pos, batch.seqs, batch.outs, pad=size - len(toks))
+            with prof.stage("batch fill"):
+                busy = self.ctx.busy_seconds
+                filler = self.ctx.decode_many(toks, batch.pos, batch.seqs, batch.outs, pad=size - len(toks))
+                prof.add("llama_decode", self.ctx.busy_seconds - busy)
         except ContextFull:  # the cells ran out: only a --force past the memory check gets here
             return done + [self._finish(s, "context") for s in decoding + reading if s.job is not None]
         except Exception as exc:  # noqa: BLE001 - the pass failed: it ends the sequences it carried
             return done + [self._fault(s, exc) for s in decoding + [c for c, _ in batch.chunks] if s.job is not None]
         dt = time.perf_counter() - t
-        self._count_pass(batch, len(decoding), masks, filler, dt)
+        with prof.stage("cost policy"):
+            self._count_pass(batch, len(decoding), masks, filler, dt)
+        prof.count_pass(len(decoding), len(toks) + filler)
         share = t_draft / max(1, len(decoding))
         verify = [(s, d, b, share, m) for s, d, b, m in zip(decoding, drafts, batch.base, masks)]
         # a prompt read to its end drafted nothing, and took no drafting time
         verify += [(s, Draft.nothing(), b, 0.0, None) for s, b in batch.prompt_ends]
         for s, d, b, drafting, m in verify:
             try:
-                ended = self._verify(s, d, b, dt, drafting, m)
+                reason = self.keeper.keep(s, d, b, dt, drafting, m)
+                if reason:
+                    with prof.stage("finish"):
+                        done.append(self._finish(s, reason))
             except Exception as exc:  # noqa: BLE001 - this sequence's fault alone
-                ended = self._fault(s, exc)
-            if ended is not None:
-                done.append(ended)
+                done.append(self._fault(s, exc))
         return done
 
     def _drafted(self, decoding: list[SeqSlot], reading: list[SeqSlot], done: list[tuple[Job, Result]]
@@ -213,9 +228,11 @@ class Scheduler:
         pending = sum(s.unread for s in reading)
         caps = self._caps(decoding, reading, reserve=min(pending, self.ctx.n_batch // 4))
         t_draft = time.perf_counter()
-        drafts = self._drafts(decoding, caps, max(0, min(pending, self.ctx.n_batch - len(decoding) - sum(caps))))
+        with self.profile.stage("drafting"):
+            drafts = self._drafts(decoding, caps, max(0, min(pending, self.ctx.n_batch - len(decoding) - sum(caps))))
         t_draft = time.perf_counter() - t_draft
-        masks = self._masks(decoding, drafts, done)
+        with self.profile.stage("masks"):
+            masks = self._masks(decoding, drafts, done)
         kept = [i for i, s in enumerate(decoding) if s.job is not None]
         return [decoding[i] for i in kept], [drafts[i] for i in kept], [masks[i] for i in kept], t_draft
 
@@ -296,93 +313,7 @@ class Scheduler:
         """``job`` takes ``slot`` (``JobStart``); admission's callback, a method so that it may be wrapped."""
         self.job_start.start(slot, job, reused)
 
-    # --- verification and the end of a job ----------------------------------------------------
-    def _verify(self, s: SeqSlot, d: Draft, base: int, dt: float, draft_share: float,
-                masks: PassMasks | None = None) -> tuple[Job, Result] | None:
-        """What ``s`` keeps of its rows of the pass (from row ``base``) and of its draft ``d``: the
-        rejected cells taken back, the kept tokens counted, emitted and streamed; its job's end,
-        if this pass ended it. ``masks``: the grammar's over the pass's rows of ``s``, taken
-        before the pass (for a sequence whose prompt ended in it, here)."""
-        if s.t_decode is None:
-            s.t_decode = time.perf_counter() - dt
-        accepted = self._accepted(s, d, base, masks)
-        n_kept = len(accepted) - 1
-        if n_kept < len(d.tokens):
-            self.ctx.seq_rm(s.seq, s.n_cached + 1 + n_kept, -1)
-        s.n_cached += 1 + n_kept
-        self.drafter.learn(d, n_kept)
-        self._count_draft(s, d, n_kept, dt, draft_share)
-        emit, reason = Session._cut(accepted, s.gen.max_tokens - len(s.output), self.is_eog)
-        if s.constraint is not None:
-            s.constraint.consume(through_end(accepted, self.is_eog))
-            if s.constraint.is_stopped() or (reason == "eog" and s.constraint.is_accepting()):
-                reason = "grammar"
-        s.tokens.extend(accepted)
-        s.output.extend(emit)
-        if self._emit(s, emit, n_kept, base):
-            reason = "stop"
-        if reason:
-            s.stats.n_eog += reason in ("eog", "grammar") and len(emit) < len(accepted)
-            return self._finish(s, reason)
-        return None
-
-    def _accepted(self, s: SeqSlot, d: Draft, base: int, masks: PassMasks | None) -> list[int]:
-        """The tokens ``s``'s verifier keeps: the draft's agreeing prefix and the target's own next
-        token, every row it reads masked under a grammar, each kept token checked against its
-        row's mask before anything takes it."""
-        ctx = self.ctx
-        rows = lambda i: ctx.logits(base + i)  # noqa: E731
-        if s.constraint is not None and masks is None:  # its prompt ended in this pass: nothing drafted
-            masks = PassMasks.along(s.constraint, d.proposal)
-        if masks is not None:
-            rows = masks.rows(rows)
-        accepted = s.verifier.verify(rows, d.proposal)
-        if masks is not None:
-            masks.check(accepted)  # each token within its row's mask, before anything takes it
-        return accepted
-
-    def _count_draft(self, s: SeqSlot, d: Draft, n_kept: int, dt: float, draft_share: float) -> None:
-        """The pass in ``s``'s figures and the run's: its time, and what its draft's proposer sent
-        and got kept (by source: the stats say which proposer paid)."""
-        st, run = s.stats, self.stats
-        draft = d.tokens
-        st.n_target_passes += 1
-        st.target_seconds += dt
-        st.draft_seconds += draft_share
-        st.steps.append((len(draft), n_kept))
-        st.record_step(d.source, len(draft))
-        run.by_drafter[d.source] = run.by_drafter.get(d.source, 0) + 1
-        if draft:
-            st.record_acceptance(len(draft), n_kept)
-            st.n_substituted += d.proposal.substituted(n_kept)
-            st.n_forced += min(d.n_forced, n_kept)
-            run.drafted[d.source] = run.drafted.get(d.source, 0) + len(draft)
-            run.accepted[d.source] = run.accepted.get(d.source, 0) + n_kept
-
-    def _emit(self, s: SeqSlot, emit: list[int], n_kept: int, base: int) -> bool:
-        """The pass's emitted tokens of ``s`` out to its request: their log-probabilities where it
-        asks, its first token's time, its text as it becomes final. Whether a stop string ended it."""
-        st, job = s.stats, s.job
-        assert job is not None  # a decoding sequence runs one
-        n_top = s.gen.logprobs
-        if s.logprobs is not None and emit and n_top is not None:  # a list where the job asks for them
-            got = logprobs_of(lambda i: self.ctx.logits(base + i), emit, n_top)
-            s.logprobs += got
-            if job.on_logprobs is not None:
-                job.on_logprobs(got)
-        st.n_generated += len(emit)
-        if st.first_token_seconds is None:
-            now = time.perf_counter()
-            st.first_token_seconds = now - s.t_admit
-            st.ttft_seconds = now - job.arrived
-            st.timeline.append({"at": round(st.ttft_seconds, 4), "event": "first token"})
-        if not emit:
-            return False
-        segs = s.stream.push(emit, [i < n_kept for i in range(len(emit))])
-        if segs and job.on_text is not None:
-            job.on_text(segs)
-        return s.stream.stopped
-
+    # --- the end of a job ------------------------------------------------------------------
     def _drop_cancelled(self) -> list[tuple[Job, Result]]:
         done = [self._finish(s, "cancelled") for s in self.slots if s.job is not None and s.job.cancelled]
         for job in [j for j in self.waiting if j.cancelled]:
