@@ -88,8 +88,8 @@ def test_riding_with_prompt_chunks_is_measured_against_running_apart():
 
 
 # --- lossless against each prompt alone ----------------------------------------------------------
-def _engine(target, draft, n_seq: int, method: str | None, n_ctx: int = 256) -> Engine:
-    return Engine(target, draft, options=EngineOptions(n_ctx=n_ctx, n_seq=n_seq, **EXACT),
+def _engine(target, draft, n_seq: int, method: str | None, n_ctx: int = 256, kv_streams: bool = False) -> Engine:
+    return Engine(target, draft, options=EngineOptions(n_ctx=n_ctx, n_seq=n_seq, kv_streams=kv_streams, **EXACT),
                   draft=DraftOptions(draft_max=8, p_min=0.0), method=method)
 
 
@@ -99,8 +99,9 @@ def _alone(eng: Engine, prompts: list[list[int]], gen: GenOptions) -> list:
 
 @pytest.mark.parametrize("n_seq", [2, 3, 8])
 @pytest.mark.parametrize("method", ["auto", "ngram", "draft", None])
-def test_greedy_outputs_equal_each_prompt_alone(tiny_target, tiny_draft, n_seq, method):
-    eng = _engine(tiny_target, tiny_draft, n_seq, method)
+@pytest.mark.parametrize("kv_streams", [False, True], ids=["pool", "streams"])
+def test_greedy_outputs_equal_each_prompt_alone(tiny_target, tiny_draft, n_seq, method, kv_streams):
+    eng = _engine(tiny_target, tiny_draft, n_seq, method, kv_streams=kv_streams)
     try:
         if method == "auto":
             eng.set_costs(gpu_like(0.02))  # so the draft model and the index both draft
@@ -282,8 +283,11 @@ def test_a_full_context_ends_each_sequence_as_alone(tiny_target):
         eng.close()
 
 
-def test_a_shared_prefix_is_computed_once(tiny_target):
-    eng = _engine(tiny_target, None, 2, None)
+@pytest.mark.parametrize("kv_streams", [False, True], ids=["pool", "streams"])
+def test_a_shared_prefix_is_computed_once(tiny_target, kv_streams):
+    """In a unified pool the shared cells are tagged; across streams the source stream is copied
+    whole and cut to the prefix (llama.cpp copies no part of one)."""
+    eng = _engine(tiny_target, None, 2, None, kv_streams=kv_streams)
     try:
         head = "we can see that one of the world " * 3
         texts = [head + tail for tail in ("hello", "the cat", "one two three", "a b c")]

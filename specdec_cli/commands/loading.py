@@ -120,12 +120,14 @@ def check_memory(plan, draft_max: int, load: LoadOptions, *, force: bool, quiet:
     return est
 
 
-def engine_options(load: LoadOptions, est, n_seq: int = 1):
-    """llama.cpp settings, with the offload the memory check chose."""
+def engine_options(load: LoadOptions, est, n_seq: int = 1, kv_streams: bool = False):
+    """llama.cpp settings, with the offload the memory check chose; ``kv_streams``: each sequence
+    of the target in a KV stream of its own (``ContextParams.kv_streams``)."""
     from ..engine.decode.engine import EngineOptions
 
     return EngineOptions(
         n_seq=n_seq,
+        kv_streams=kv_streams,
         n_ctx=load.ctx,
         threads=thread_count(load.threads),
         gpu_layers=est.ngl_target,
@@ -158,12 +160,13 @@ def warn_snapshot_cap(plan) -> None:
 
 
 def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bool = False, quiet: bool = False,
-                describe: str | None = None, n_seq: int = 1, cells=None):
+                describe: str | None = None, n_seq: int = 1, cells=None, kv_streams: bool = False):
     """Everything between a plan and a loaded engine, in order: the plan's notes, the memory
     check (which chooses the offload), what runs (``describe``, unless ``quiet``), then the load.
     ``draft``: the engine's ``DraftOptions``; its ``draft_max`` sizes the memory check. Returns the
     engine and the memory estimate it was loaded under. ``cells``: the engine's (``Engine``), sizing
-    the caches of many sequences to the jobs; the memory check counts ``n_seq`` whole contexts."""
+    the caches of many sequences to the jobs; the memory check counts ``n_seq`` whole contexts.
+    ``kv_streams``: the target's sequences in KV streams of their own (a server's)."""
     from ..engine.decode.engine import Engine
     from ..models.methods import Method
 
@@ -172,7 +175,8 @@ def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bo
     est = check_memory(plan, draft.draft_max, load, force=force, quiet=quiet, n_seq=n_seq)
     if describe and not quiet:
         console.note(describe)
-    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est, n_seq), draft=draft,
+    engine = Engine(plan.target.value, plan.draft.value, options=engine_options(load, est, n_seq, kv_streams),
+                    draft=draft,
                     method=method, mtp=plan.drafter is Method.MTP, warn=console.warn,
                     note=None if quiet else console.note, cells=cells)
     return engine, est

@@ -2,7 +2,9 @@
 
 The pair is chosen, budgeted and loaded once, with room for ``--parallel`` requests decoding
 at once plus as many finished conversations kept in the cache (their cells are the prefix of
-the next turn). The engine runs on the main thread (``serve/worker.py`` says why); uvicorn
+the next turn), each sequence in a KV stream of its own, as llama-server's slots are: in one
+pool every pass would attend over every kept conversation's cells too (``ContextParams.kv_streams``).
+The engine runs on the main thread (``serve/worker.py`` says why); uvicorn
 serves the app of ``serve/app.py`` on a helper thread. Ctrl-C, SIGTERM or SIGHUP ends every
 request still running, each with its finish reason sent, then the server, and exits 0: a
 signal is how a server is asked to stop. A fault while serving one request ends that request
@@ -71,7 +73,7 @@ def serve(req: ServeRequest) -> int:
         console.note(f"memory for {2 * want} sequences of --ctx {req.load.ctx} does not fit; {n_seq} it is")
     engine, _ = open_engine(plan, req.load, DraftOptions(draft_max=plan.draft_max.value, draft_min=plan.draft_min.value,
                                                         p_min=plan.p_min.value),
-                            method=plan.method.value, quiet=req.quiet, n_seq=max(1, n_seq))
+                            method=plan.method.value, quiet=req.quiet, n_seq=max(1, n_seq), kv_streams=True)
     worker = None
     http_alive: list[bool] = []  # the HTTP thread outlived the server's stop (``_run_server``)
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .llama.context import ContextParams
 from .verify.verifiers import SamplingParams, verify_mode
 
 
@@ -27,6 +28,28 @@ class EngineOptions:
     # sequences decoded at once (``run_many``): the target's context then holds n_seq sequences of
     # n_ctx positions each in one unified cache, and so does the draft's
     n_seq: int = 1
+    # the target's sequences each in a KV stream of its own instead of one unified pool (a server's:
+    # ``ContextParams.kv_streams`` says when each pays)
+    kv_streams: bool = False
+
+    def context_params(self, n_outputs: int, n_rs_seq: int = 0, *, n_seq: int = 1, n_cells: int = 0,
+                       streams: bool = False) -> ContextParams:
+        """What one of the engine's contexts is created with: ``n_outputs`` logits rows, ``n_rs_seq``
+        recurrent-state snapshots, ``n_seq`` sequences over ``n_cells`` cells (one sequence:
+        ``n_ctx``), in KV streams of their own where ``streams`` (the target's, for a server)."""
+        return ContextParams(
+            n_rs_seq=n_rs_seq,
+            n_seq_max=n_seq,
+            kv_streams=streams and n_seq > 1,
+            n_ctx=n_cells if n_seq > 1 else self.n_ctx,
+            n_batch=self.n_batch,
+            n_ubatch=self.n_batch,
+            n_outputs_max=n_outputs,
+            n_threads=self.threads,
+            flash_attn=self.flash_attn,
+            cache_type_k=self.cache_type_k,
+            cache_type_v=self.cache_type_v,
+        )
 
 
 @dataclass

@@ -4,9 +4,10 @@ the queue of waiting jobs, and at each admission how to start a job on a sequenc
 
 A prompt continues the sequence whose cells it extends (the next turn of a conversation), or
 takes an empty or the least recently used one; either way it starts from the longest prefix any
-sequence holds, copied where it is not its own (``seq_cp`` tags cells in a unified cache, it
-computes nothing), or waits for a prompt that is still reading a longer shared prefix. Each
-request's timeline up to its first token is written here too (``SeqSlot.note``).
+sequence holds, copied where it is not its own (``seq_cp`` tags cells in a unified cache and
+copies a KV stream whole across streams; it computes nothing), or waits for a prompt that is
+still reading a longer shared prefix. Each request's timeline up to its first token is written
+here too (``SeqSlot.note``).
 """
 
 from __future__ import annotations

@@ -115,7 +115,8 @@ class Engine:
         # a hybrid target keeps per-token snapshots of its recurrent state for as long a draft
         snapshots = snapshots_for(self.draft_options.draft_max) if self.method and opts.snapshots else 0
         rows = min(opts.n_batch, opts.n_seq * (1 + self.draft_options.draft_max))
-        self.target_ctx = Context(self.target_model, self._ctx_params(rows, snapshots, n_seq=opts.n_seq))
+        params = opts.context_params(rows, snapshots, n_seq=opts.n_seq, n_cells=self.n_cells, streams=opts.kv_streams)
+        self.target_ctx = Context(self.target_model, params)
         self.target_rollback = self._target_rollback()
 
     def _load_drafters(self, use_mtp: bool) -> None:
@@ -251,19 +252,7 @@ class Engine:
         return self.drafters.get(self.method) if self.method else None
 
     def _ctx_params(self, n_outputs: int, n_rs_seq: int = 0, *, n_seq: int = 1) -> ContextParams:
-        o = self.options
-        return ContextParams(
-            n_rs_seq=n_rs_seq,
-            n_seq_max=n_seq,
-            n_ctx=self.n_cells if n_seq > 1 else o.n_ctx,
-            n_batch=o.n_batch,
-            n_ubatch=o.n_batch,
-            n_outputs_max=n_outputs,
-            n_threads=o.threads,
-            flash_attn=o.flash_attn,
-            cache_type_k=o.cache_type_k,
-            cache_type_v=o.cache_type_v,
-        )
+        return self.options.context_params(n_outputs, n_rs_seq, n_seq=n_seq, n_cells=self.n_cells)
 
     def constraint(self, grammar) -> Constraint:
         """A grammar's state for one generation, over this target's vocabulary."""
@@ -272,8 +261,11 @@ class Engine:
     @property
     def n_ctx_seq(self) -> int:
         """The positions one sequence may use: the context's own size (llama.cpp may round it up),
-        or ``n_ctx`` of a context made for several sequences (within its cells)."""
-        return self.target_ctx.n_ctx if self.options.n_seq == 1 else min(self.options.n_ctx, self.n_cells)
+        or ``n_ctx`` of a context made for several sequences (within its cells, or its stream's)."""
+        o = self.options
+        if o.n_seq == 1:
+            return self.target_ctx.n_ctx
+        return min(o.n_ctx, self.n_cells // o.n_seq if o.kv_streams else self.n_cells)  # a stream's, or the pool's
 
     # --- prompts ----------------------------------------------------------------------------
     def render_chat(self, messages: list[dict]) -> str:

@@ -54,7 +54,7 @@ class EngineCosts:
         if self._mtp:
             extra += "|mtp"
         if o.n_seq > 1:  # many sequences per pass: their passes cost more per token than one sequence's
-            extra += f"|seqs{o.n_seq}"
+            extra += f"|seqs{o.n_seq}" + ("|streams" if o.kv_streams else "")
         return cost_cache.cache_key(path, threads=o.threads or default_threads(), gpu_layers=ngl,
                                     device=cost_cache.device_name(ngl), extra=extra)
 

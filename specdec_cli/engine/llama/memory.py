@@ -37,6 +37,7 @@ class ContextMemory:
     n_rs_seq: int  # the recurrent-state snapshots llama.cpp granted per sequence
     _tracks: bool  # whether what sequence 0 holds is followed at all (``_held``)
     _held: list[int] | None  # the tokens sequence 0 holds at positions 0.., None when unknown
+    streams: bool  # each sequence in a KV stream of its own (``ContextParams.kv_streams``)
     decode: Callable[..., int]  # ``Context.decode``: a pass (the rollback probe runs one)
 
     def _note_held(self, tokens: list[int], pos0: int) -> None:
@@ -76,8 +77,17 @@ class ContextMemory:
             del self._held[max(p0, 0):]
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
-        """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once."""
-        bindings().llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+        """Let ``dst`` share ``src``'s cells for positions [p0, p1): a common prefix computed once.
+        In a unified cache the cells are tagged, nothing is copied. Across KV streams llama.cpp
+        copies only whole streams (and aborts the process on a range), so ``src``'s stream is
+        copied and what ``dst`` should not hold is dropped after (``dst`` empty before, p0 0)."""
+        ll = bindings()
+        if self.streams and src != dst:
+            ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+            if p1 >= 0:
+                ll.llama_memory_seq_rm(self._mem, dst, p1, -1)
+        else:
+            ll.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
         if dst == SEQ:
             self._held = None
 
