@@ -110,12 +110,26 @@ def choose_parallel(costs: CostModel, n_max: int) -> int:
     measured curve as n tokens per pass of n. Among the counts within ``PARALLEL_TOLERANCE`` of the
     best rate up to ``n_max``, the most: more sequences at the same rate mean fewer waves of jobs
     and a shorter tail of lone sequences. On a GPU the curve is flat and this is ``n_max``; where
-    batching does not raise the rate above one sequence's (a pass of n costs n steps) it is 1."""
-    rates = {n: n / costs.pass_seconds(n) for n in range(1, max(1, n_max) + 1)}
+    batching does not raise the rate above one sequence's (a pass of n costs n steps) it is 1.
+    The counts weighed are powers of two and ``n_max``: the sizes the curve is measured at
+    (``BATCH_SIZES``), where a count between two is read off a line through noisy neighbours,
+    and two runs of the same 12 document jobs took 12 and 11 at once as one such size measured
+    a little cheap."""
+    n_max = max(1, n_max)
+    rates = {n: n / costs.pass_seconds(n) for n in _parallel_candidates(n_max)}
     best = max(rates.values())
     if best <= rates[1] * (1 + PARALLEL_TOLERANCE):
         return 1
     return max(n for n, r in rates.items() if r >= best * (1 - PARALLEL_TOLERANCE))
+
+
+def _parallel_candidates(n_max: int) -> list[int]:
+    """1, 2, 4, ... below ``n_max``, and ``n_max``."""
+    out, n = [], 1
+    while n < n_max:
+        out.append(n)
+        n *= 2
+    return [*out, n_max]
 
 
 def extension_pays(accept: list[float], next_a: float, k_max: int, costs: CostModel, draft_cost: float) -> bool:
