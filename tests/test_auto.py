@@ -192,7 +192,7 @@ def test_a_curve_checked_within_the_hour_is_used_without_a_check(tiny_target, tm
     assert source == "cached" and at == pytest.approx(first, abs=1) and not checks  # trusted as it is
     data = json.loads((tmp_path / "c.json").read_text())
     for entry in data["entries"].values():
-        entry["samples"][-1]["at"] -= costmodel.RECHECK_AFTER_S + 1  # an hour and a second ago
+        entry["samples"][-1]["at"] -= costmodel.RECHECK_AFTER_S + 1  # a day and a second ago
     (tmp_path / "c.json").write_text(json.dumps(data))
     source, at = costs_of_a_run()
     assert checks == [1] and at > first  # checked again, and stamped again

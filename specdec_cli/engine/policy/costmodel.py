@@ -39,7 +39,10 @@ PAD_GAIN = 0.03  # a pass is padded to a larger measured size only when that sav
 RIDE_SMOOTHING = 0.3  # weight of a new pass in the running ratio of riding to running apart
 CHECK_SIZES = (1, 4, 16)  # the cached curve is checked at one step and at these pass sizes
 CHECK_TOLERANCE = 0.25  # relative disagreement of a pass's cost in steps that discards the cached curve
-RECHECK_AFTER_S = 3600.0  # a cached curve calibrated or checked this recently is used without a check
+# a cached quiet curve calibrated or checked this recently is used without a check (one sequence).
+# An hour made a user's first short prompt of each hour 0.4-0.6 s slower than --no-draft (2.4 s of
+# 2.0); the run's own passes keep updating the curve, and a curve from busy samples is checked anyway
+RECHECK_AFTER_S = 86400.0
 
 
 class CostModel:
