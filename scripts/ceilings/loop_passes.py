@@ -55,7 +55,7 @@ class PassLog:
 
     def __init__(self, scheduler):
         self.passes: list[dict] = []
-        ctx, verify = scheduler.ctx, scheduler._verify
+        ctx, keep = scheduler.ctx, scheduler.keeper.keep
         decode_many = ctx.decode_many
 
         def timed(toks, pos, seqs, outs, pad=0):
@@ -68,12 +68,12 @@ class PassLog:
 
         def verified(s, d, *rest):
             job, held, said = s.job.index, len(s.tokens), len(s.output)
-            ended = verify(s, d, *rest)  # (job, drafted, kept, emitted)
+            reason = keep(s, d, *rest)  # (job, drafted, kept, emitted)
             self.passes[-1]["seqs"].append((job, len(d.proposal.tokens), len(s.tokens) - held - 1, len(s.output) - said))
-            return ended
+            return reason
 
         ctx.decode_many = timed
-        scheduler._verify = verified
+        scheduler.keeper.keep = verified
 
     def classes(self) -> dict[str, dict]:
         out: dict[str, dict] = defaultdict(lambda: {"passes": 0, "seconds": 0.0, "tokens": 0, "rows": 0, "wasted": 0})
