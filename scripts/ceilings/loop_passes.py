@@ -2,7 +2,7 @@
 
 The sessions and turns of ``agent_loop.py`` (its tasks and tool turns, greedy) go straight to the
 scheduler that ``specdec serve`` runs, set as serve sets it (auto, first tokens first, two
-sequences per session's worth of cells), with no HTTP in between: each session's next turn is
+sequences per session's worth of cells, each in a KV stream of its own), with no HTTP in between: each session's next turn is
 submitted the moment its last one ends. The machine runs one pass at a time, so the loop's wall
 time is the sum of its passes; every pass is timed and put in a class (plain or drafted, how many
 sequences, reading a prompt or not), and the classes are printed with their time, tokens, rows
@@ -252,7 +252,8 @@ def main() -> int:
                       file=sys.stderr)
                 return 2
         demo_models(args)  # the pinned demo pair where -t/-d are not given, fetched once
-        engine = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx, n_seq=2 * args.sessions),
+        engine = Engine(args.target, args.draft, options=EngineOptions(n_ctx=args.ctx, n_seq=2 * args.sessions,
+                                                                       kv_streams=True),  # as serve's
                         draft=DraftOptions(draft_max=args.draft_max), method="auto", warn=print)
         engine.ensure_costs()
         free = FreeDrafts(engine, saved, args.free_from_turn, args.pass_rows) if saved else None
