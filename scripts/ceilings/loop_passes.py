@@ -2,8 +2,8 @@
 
 The sessions and turns of ``agent_loop.py`` (its tasks and tool turns, greedy) go straight to the
 scheduler that ``specdec serve`` runs, set as serve sets it (auto, first tokens first, two
-sequences per session's worth of cells, each in a KV stream of its own), with no HTTP in between: each session's next turn is
-submitted the moment its last one ends. The machine runs one pass at a time, so the loop's wall
+sequences per session's worth of cells, each in a KV stream of its own), with no HTTP in
+between: each session's next turn is submitted the moment its last one ends. The machine runs one pass at a time, so the loop's wall
 time is the sum of its passes; every pass is timed and put in a class (plain or drafted, how many
 sequences, reading a prompt or not), and the classes are printed with their time, tokens, rows
 and the rows a rejected draft wasted. Per turn: its time, time to first token, drafted and kept.

@@ -1,8 +1,9 @@
 """Many prompts at once: continuous batching over one target context, with drafts decided per pass.
 
 The target context holds several sequences in a unified KV cache (one pool of cells every
-sequence draws from), or for a server each in a KV stream of its own (``ContextParams.kv_streams``). Each step is one target pass that carries, for every sequence that is
-decoding, its last token and its draft (possibly none), and fills the rest of the batch with
+sequence draws from), or for a server each in a KV stream of its own
+(``ContextParams.kv_streams``). Each step is one target pass that carries, for every sequence
+that is decoding, its last token and its draft (possibly none), and fills the rest of the batch with
 prefill chunks of the sequences still reading their prompts, where the cost model has not
 measured that dearer than a pass for each (``_decode_with_prompts``). A finished job's
 sequence takes the next waiting prompt at once, so decoding never stalls behind a long
