@@ -40,8 +40,8 @@ RIDE_SMOOTHING = 0.3  # weight of a new pass in the running ratio of riding to r
 CHECK_SIZES = (1, 4, 16)  # the cached curve is checked at one step and at these pass sizes
 CHECK_TOLERANCE = 0.25  # relative disagreement of a pass's cost in steps that discards the cached curve
 # a cached quiet curve calibrated or checked this recently is used without a check (one sequence).
-# An hour made a user's first short prompt of each hour 0.4-0.6 s slower than --no-draft (2.4 s of
-# 2.0); the run's own passes keep updating the curve, and a curve from busy samples is checked anyway
+# An hour made a user's first prompt of each hour 0.4-0.6 s slower than --no-draft (runs of about
+# 10 s); the run's own passes keep updating the curve, and a curve from busy samples is checked anyway
 RECHECK_AFTER_S = 86400.0
 
 
