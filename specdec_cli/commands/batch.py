@@ -54,6 +54,7 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     summarise on stderr; the exit code.
     ``grammars[i]``: prompt i's compiled constraint (its own, or the run's), None for none; a
     prompt whose output does not satisfy it makes the exit code 1."""
+    from ..engine.decode.pass_profile import NO_PROFILE, PassProfile
     from ..engine.decode.scheduler import Job
     from ..engine.policy.decisions import choose_parallel
     from ..engine.stats import GenerationStats
@@ -71,8 +72,6 @@ def run_batch(engine, items: list[PromptItem], prompts: list[list[int]], gen, re
     if not req.quiet and len(jobs) > 1:
         console.note(f"{parallel} prompt{'s' if parallel > 1 else ''} at once"
                      + ("" if req.parallel else " (chosen from the measured cost of a pass)"))
-    from ..engine.decode.pass_profile import NO_PROFILE, PassProfile
-
     profile = PassProfile() if req.profile and parallel > 1 else NO_PROFILE
     if req.profile and parallel == 1:
         console.note("no profile: the prompts run one at a time, not in shared passes")

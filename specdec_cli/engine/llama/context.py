@@ -87,8 +87,7 @@ class Context(ContextMemory, FreedOnCollect):
         cp.n_batch = params.n_batch
         cp.n_ubatch = min(params.n_ubatch, params.n_batch)
         cp.n_seq_max = max(1, params.n_seq_max)
-        self.streams = params.n_seq_max > 1 and params.kv_streams  # one KV stream per sequence
-        cp.kv_unified = params.n_seq_max > 1 and not self.streams
+        cp.kv_unified = params.n_seq_max > 1 and not params.kv_streams
         cp.n_outputs_max = max(1, params.n_outputs_max)
         threads = params.n_threads or default_threads()
         cp.n_threads = threads

@@ -22,6 +22,7 @@ from ...terminal import interrupts
 from .library import SEQ, bindings
 
 if TYPE_CHECKING:
+    from .context import ContextParams
     from .model import Model
 
 STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent (or SWA) part of a state
@@ -37,7 +38,7 @@ class ContextMemory:
     n_rs_seq: int  # the recurrent-state snapshots llama.cpp granted per sequence
     _tracks: bool  # whether what sequence 0 holds is followed at all (``_held``)
     _held: list[int] | None  # the tokens sequence 0 holds at positions 0.., None when unknown
-    streams: bool  # each sequence in a KV stream of its own (``ContextParams.kv_streams``)
+    params: ContextParams  # what the context was made with (``kv_streams``: a KV stream per sequence)
     decode: Callable[..., int]  # ``Context.decode``: a pass (the rollback probe runs one)
 
     def _note_held(self, tokens: list[int], pos0: int) -> None:
@@ -82,7 +83,7 @@ class ContextMemory:
         copies only whole streams (and aborts the process on a range), so ``src``'s stream is
         copied and what ``dst`` should not hold is dropped after (``dst`` empty before, p0 0)."""
         ll = bindings()
-        if self.streams and src != dst:
+        if self.params.kv_streams and src != dst:
             ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
             if p1 >= 0:
                 ll.llama_memory_seq_rm(self._mem, dst, p1, -1)
