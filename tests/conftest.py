@@ -14,12 +14,13 @@ from tiny_models import *  # noqa: E402,F401,F403  (tiny_target, tiny_draft, ...
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_caches(tmp_path_factory):
-    """Keep what test runs measure and parse (cost curves, the real models' GGUF headers) out of
-    the user's caches."""
+    """Keep what test runs measure, parse and save (cost curves, the real models' GGUF headers,
+    prompts' cells) out of the user's caches."""
     import os
 
     private = {"SPECDEC_COST_CACHE": tmp_path_factory.mktemp("costs") / "costs.json",
-               "SPECDEC_HEADER_CACHE": tmp_path_factory.mktemp("gguf-headers")}
+               "SPECDEC_HEADER_CACHE": tmp_path_factory.mktemp("gguf-headers"),
+               "SPECDEC_PROMPT_CACHE": tmp_path_factory.mktemp("prompts")}
     old = {var: os.environ.get(var) for var in private}
     os.environ.update({var: str(path) for var, path in private.items()})
     yield private

@@ -77,9 +77,12 @@ def command(*args, **kwargs):
     return register
 
 
-def _load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose):
-    from ..commands.loading import LoadOptions
+def _load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose,
+                  prompt_cache=None, prompt_cache_size=None, no_prompt_cache=False):
+    from ..commands.loading import LoadOptions, byte_size
 
     return LoadOptions(ctx=ctx, threads=threads, gpu_layers=gpu_layers, gpu_layers_draft=gpu_layers_draft,
                        margin=margin, flash_attn=plain(flash_attn), cache_type_k=plain(cache_type_k),
-                       cache_type_v=plain(cache_type_v), verbose=verbose)
+                       cache_type_v=plain(cache_type_v), verbose=verbose, prompt_cache=prompt_cache,
+                       prompt_cache_size=byte_size(prompt_cache_size, "--prompt-cache-size") if prompt_cache_size else None,
+                       no_prompt_cache=no_prompt_cache)

@@ -22,9 +22,12 @@ from ..commands.options import (
     MaxTokensOpt,
     NgldOpt,
     NglOpt,
+    NoPromptCacheOpt,
     PairOpt,
     ParallelOpt,
     ProfileOpt,
+    PromptCacheOpt,
+    PromptCacheSizeOpt,
     QuantOpt,
     RegistryOpt,
     RunMethodOpt,
@@ -80,6 +83,9 @@ def run(
     show_accept: Annotated[bool, typer.Option("--show-accept", help="Colour the tokens the draft proposed (terminal only).")] = False,
     explain_divergence: Annotated[bool, typer.Option("--explain-divergence", help="Also run without the draft and show where (and why) the outputs differ.")] = False,
     profile: ProfileOpt = False,
+    prompt_cache: PromptCacheOpt = None,
+    prompt_cache_size: PromptCacheSizeOpt = None,
+    no_prompt_cache: NoPromptCacheOpt = False,
     verbose: VerboseOpt = False,
     registry: RegistryOpt = None,
     quant: QuantOpt = None,
@@ -95,7 +101,8 @@ def run(
     req = RunRequest(
         prompt=prompt, file=file,
         models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
-        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
+        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose,
+                           prompt_cache, prompt_cache_size, no_prompt_cache),
         draft=DraftFlags(draft_max=draft_max, draft_min=draft_min, p_min=draft_p_min),
         registry=registry, yes=yes, no_draft=no_draft, method=plain(method), chat=chat, system=system,
         max_tokens=max_tokens, temp=temp, top_k=top_k, top_p=top_p, seed=seed, stop=tuple(stop),
@@ -131,6 +138,9 @@ def serve(
     verbose: VerboseOpt = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No line on stderr per request, no loading notes (warnings and errors still show).")] = False,
     profile: ProfileOpt = False,
+    prompt_cache: PromptCacheOpt = None,
+    prompt_cache_size: PromptCacheSizeOpt = None,
+    no_prompt_cache: NoPromptCacheOpt = False,
     registry: RegistryOpt = None,
     quant: QuantOpt = None,
     yes: YesOpt = False,
@@ -142,7 +152,8 @@ def serve(
 
     req = ServeRequest(
         models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
-        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
+        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose,
+                           prompt_cache, prompt_cache_size, no_prompt_cache),
         draft=DraftFlags(draft_max=draft_max), registry=registry, yes=yes, no_draft=no_draft, method=plain(method),
         host=host, port=port, parallel=parallel, api_key=api_key, model_alias=model_alias, max_tokens=max_tokens,
         quiet=quiet, profile=profile,
@@ -201,7 +212,8 @@ def bench(
 
     req = BenchRequest(
         models=ModelChoice(pair=pair, target=target, draft=draft, quant=quant),
-        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose),
+        load=_load_options(ctx, threads, gpu_layers, gpu_layers_draft, margin, flash_attn, cache_type_k, cache_type_v, verbose,
+                           no_prompt_cache=True),
         registry=registry, yes=yes, scenarios=scenarios, prompts=prompts, chat=chat, repeats=repeats,
         max_tokens=max_tokens, draft_max=draft_max, p_min=p_min, json_out=json_out, plot=plot, save=save,
         temp=temp, verify=tuple(plain(v) for v in verify), seed=seed, parallel=parallel,
@@ -218,3 +230,15 @@ def demo(
     from ..commands.demo import run_demo
 
     raise typer.Exit(run_demo(max_tokens=max_tokens))
+
+
+@command()
+def cache(
+    clear: Annotated[bool, typer.Option("--clear", help="Delete every saved prompt, then exit.")] = False,
+    folder: PromptCacheOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of lines.")] = False,
+) -> None:
+    """List the prompt cache (long prompts' cells kept on disk across runs and restarts), or empty it."""
+    from ..commands import prompt_cache
+
+    raise typer.Exit(prompt_cache.clear(folder) if clear else prompt_cache.show(folder, as_json))

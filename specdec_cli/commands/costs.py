@@ -91,7 +91,7 @@ def show(json_out: Path | None = None) -> int:
     for i, r in enumerate(found):
         if i:
             console.write_text("\n")  # a blank line between entries
-        age = "never checked" if r.age_s is None or r.age_s > 1e8 else f"checked {_ago(r.age_s)} ago"
+        age = "never checked" if r.age_s is None or r.age_s > 1e8 else f"checked {ago(r.age_s)} ago"
         sizes = ", ".join(f"{b}: {s:.2f}" for b, s in r.pass_steps.items())
         drafts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.draft_steps.items())) or "none"
         console.write_text(
@@ -110,7 +110,7 @@ def reset() -> int:
     return EXIT_OK
 
 
-def _ago(seconds: float) -> str:
+def ago(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

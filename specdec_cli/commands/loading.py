@@ -26,6 +26,11 @@ class LoadOptions:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     verbose: bool = False
+    # the prompt cache (``engine/promptcache``): where on disk (None: the default folder), how many
+    # bytes there at most (None: its default), or none at all (bench, whose timings must read prompts)
+    prompt_cache: Path | None = None
+    prompt_cache_size: int | None = None
+    no_prompt_cache: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,19 @@ def plan_pair(req: PairRequest, **extra):
 
     return build_plan(load_registry(req.registry), req.models, flags=req.draft, method=req.method,
                       no_draft=req.no_draft, confirm=confirm_downloads(req.yes), **extra)
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str, option: str) -> int:
+    """``10G``, ``500M``, ``1.5GiB`` or a plain number of bytes, as bytes (powers of 1,024)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", text.upper())
+    if not m:
+        raise UsageError(f"{option} {text!r} is not a size", hint="give bytes with a unit, e.g. 10G or 500M")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
 
 
 def check_temperature(temp: float) -> None:
@@ -179,4 +197,20 @@ def open_engine(plan, load: LoadOptions, draft, *, method: str | None, force: bo
                     draft=draft,
                     method=method, mtp=plan.drafter is Method.MTP, warn=console.warn,
                     note=None if quiet else console.note, cells=cells)
+    if not load.no_prompt_cache:
+        attach_prompt_cache(engine, load)
     return engine, est
+
+
+def attach_prompt_cache(engine, load: LoadOptions) -> None:
+    """The engine's prompt cache, as ``load`` sets it: saved prompts' cells in memory and on disk,
+    for targets whose memory is one attention cache (the others' cells cannot be saved apart)."""
+    from ..engine.promptcache.cache import DISK_DEFAULT, default_folder, open_cache
+
+    if not engine.target_ctx.plain_kv:
+        return
+    engine.prompt_cache = open_cache(engine.target_model.path, cache_type_k=load.cache_type_k,
+                                     cache_type_v=load.cache_type_v, flash_attn=load.flash_attn,
+                                     folder=load.prompt_cache or default_folder(),
+                                     disk_cap=DISK_DEFAULT if load.prompt_cache_size is None else load.prompt_cache_size,
+                                     note=console.warn)

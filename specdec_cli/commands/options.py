@@ -36,6 +36,9 @@ FlashAttnOpt = Annotated[FlashAttn, typer.Option("--flash-attn", help="Flash att
 CacheTypeKOpt = Annotated[CacheType, typer.Option("--cache-type-k", help="KV cache type for K.")]
 CacheTypeVOpt = Annotated[CacheType, typer.Option("--cache-type-v", help="KV cache type for V.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Show llama.cpp's own log.")]
+PromptCacheOpt = Annotated[Optional[Path], typer.Option("--prompt-cache", metavar="DIR", help="Keep long prompts' cells in DIR across runs and restarts (default: ~/.cache/specdec/prompts).")]
+PromptCacheSizeOpt = Annotated[Optional[str], typer.Option("--prompt-cache-size", metavar="SIZE", help="Most disk the prompt cache takes, least recently used out first, e.g. 10G or 500M (default 10G).")]
+NoPromptCacheOpt = Annotated[bool, typer.Option("--no-prompt-cache", help="Keep no prompt's cells past its sequence (RAM and disk); read every prompt.")]
 ProfileOpt = Annotated[bool, typer.Option("--profile", help="At the end, where the passes' time went: llama_decode and each host stage, per pass and as a share (stderr; run: --batch).")]
 
 # what is generated

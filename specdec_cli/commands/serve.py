@@ -74,6 +74,8 @@ def serve(req: ServeRequest) -> int:
     engine, _ = open_engine(plan, req.load, DraftOptions(draft_max=plan.draft_max.value, draft_min=plan.draft_min.value,
                                                         p_min=plan.p_min.value),
                             method=plan.method.value, quiet=req.quiet, n_seq=max(1, n_seq), kv_streams=True)
+    if engine.prompt_cache is not None and not req.quiet:
+        console.note(engine.prompt_cache.describe())
     worker = None
     http_alive: list[bool] = []  # the HTTP thread outlived the server's stop (``_run_server``)
     try:

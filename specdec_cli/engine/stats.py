@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the fields merge adds up as numbers
-_SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_forced", "n_target_passes", "n_eog", "n_filler", "prompt_seconds",
+_SUMMED = ("n_prompt", "n_prompt_reused", "n_prompt_restored", "n_generated", "n_drafted", "n_accepted", "n_substituted", "n_forced", "n_target_passes", "n_eog", "n_filler", "prompt_seconds",
            "decode_seconds", "draft_seconds", "target_seconds", "n_checkpoints", "n_restores", "n_replayed",
            "rollback_seconds", "queue_seconds")
 
@@ -14,6 +14,8 @@ _SUMMED = ("n_prompt", "n_prompt_reused", "n_generated", "n_drafted", "n_accepte
 class GenerationStats:
     n_prompt: int = 0
     n_prompt_reused: int = 0  # prompt tokens whose cells another sequence (or an earlier job) computed
+    n_prompt_restored: int = 0  # of those, restored from the prompt cache's RAM or disk (``restored_from``)
+    restored_from: str | None = None  # "host" or "disk": the prompt cache's tier that served them
     n_generated: int = 0
     n_drafted: int = 0  # draft tokens sent to the target for checking
     n_accepted: int = 0  # of those, kept
@@ -141,6 +143,8 @@ class GenerationStats:
         return {
             "n_prompt": self.n_prompt,
             "n_prompt_reused": self.n_prompt_reused,
+            "n_prompt_restored": self.n_prompt_restored,
+            "restored_from": self.restored_from,
             "n_generated": self.n_generated,
             "prompt_seconds": sec(self.prompt_seconds),
             "decode_seconds": sec(self.decode_seconds),

@@ -91,3 +91,30 @@ class _EngineCollector:
                                   value=worker.faulted)
         yield GaugeMetricFamily("specdec_requests_running", "Requests decoding now.", value=worker.running)
         yield GaugeMetricFamily("specdec_queue_length", "Requests waiting for a sequence.", value=worker.queued)
+        cache = worker.engine.prompt_cache
+        if cache is not None:
+            yield from _prompt_cache_metrics(cache)
+
+
+def _prompt_cache_metrics(cache):
+    """The prompt cache's hits, tokens and bytes per tier (``engine/promptcache``), and what it holds."""
+    served = cache.served
+    for name, doc, values in (
+            ("specdec_prompt_cache_hits", "Prompts whose head was restored from the prompt cache, by tier.",
+             served.hits),
+            ("specdec_prompt_cache_tokens", "Prompt tokens restored from the prompt cache, by tier.", served.tokens),
+            ("specdec_prompt_cache_read_bytes", "Bytes of cells restored from the prompt cache, by tier.",
+             served.bytes_read)):
+        family = CounterMetricFamily(name, doc, labels=["tier"])
+        for tier, v in sorted(values.items()):
+            family.add_metric([tier], v)
+        yield family
+    yield CounterMetricFamily("specdec_prompt_cache_saves", "Sequences' cells kept by the prompt cache.",
+                              value=served.saved)
+    yield CounterMetricFamily("specdec_prompt_cache_saved_bytes", "Bytes of cells kept by the prompt cache.",
+                              value=served.bytes_saved)
+    held = GaugeMetricFamily("specdec_prompt_cache_bytes", "Bytes the prompt cache holds, by tier.", labels=["tier"])
+    held.add_metric(["host"], cache.host.n_bytes)
+    if cache.disk is not None:
+        held.add_metric(["disk"], cache.disk.n_bytes)
+    yield held

@@ -58,11 +58,15 @@ class RequestLog:
             self.write(line(scope["method"], scope["path"], slot, time.perf_counter() - started))
 
 
+_TIERS = {"host": "memory", "disk": "disk"}  # the prompt cache's tiers, as a request line names them
+
+
 def line(method: str, path: str, slot: dict, seconds: float) -> str:
     parts = [f"{method} {path} {slot.get('status', '-')}"]
     st = slot.get("stats")
     if st is not None:
-        cached = f" ({st.n_prompt_reused:,} cached)" if st.n_prompt_reused else ""
+        restored = f", {st.n_prompt_restored:,} from {_TIERS[st.restored_from]}" if st.restored_from else ""
+        cached = f" ({st.n_prompt_reused:,} cached{restored})" if st.n_prompt_reused else ""
         parts.append(f"prompt {st.n_prompt:,}{cached}")
         parts.append(f"generated {st.n_generated:,}")
         if st.n_drafted:

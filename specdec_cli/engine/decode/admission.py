@@ -6,8 +6,9 @@ A prompt continues the sequence whose cells it extends (the next turn of a conve
 takes an empty or the least recently used one; either way it starts from the longest prefix any
 sequence holds, copied where it is not its own (``seq_cp`` tags cells in a unified cache and
 copies a KV stream whole across streams; it computes nothing), or waits for a prompt that is
-still reading a longer shared prefix. Each request's timeline up to its first token is written
-here too (``SeqSlot.note``).
+still reading a longer shared prefix. Where the prompt cache (``engine/promptcache``) holds a
+longer head of the prompt than any sequence, in RAM or on disk, it is restored into the sequence
+instead. Each request's timeline up to its first token is written here too (``SeqSlot.note``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ..llama.context import Context
+from ..promptcache.cache import PromptCache
 from .jobs import Job, SeqSlot
 
 SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
@@ -28,12 +30,15 @@ StartJob = Callable[[SeqSlot, Job, int], None]
 class Admission:
     """Admits waiting jobs onto free sequences, up to ``n_parallel`` running at once."""
 
-    def __init__(self, slots: list[SeqSlot], ctx: Context, waiting: deque[Job], *, n_parallel: int):
-        """``slots`` and ``waiting`` are the scheduler's own, shared (it refills them in place)."""
+    def __init__(self, slots: list[SeqSlot], ctx: Context, waiting: deque[Job], *, n_parallel: int,
+                 cache: PromptCache | None = None):
+        """``slots`` and ``waiting`` are the scheduler's own, shared (it refills them in place);
+        ``cache``: the prompt cache's lower tiers, where there is one."""
         self.slots = slots
         self.ctx = ctx
         self.waiting = waiting
         self.n_parallel = n_parallel
+        self.cache = cache
 
     @property
     def running(self) -> int:
@@ -55,12 +60,19 @@ class Admission:
                 n = _common(other.tokens[: other.n_cached], prompt, limit)
                 if n > best:
                     best, src = n, other
-            if src is slot:
+            t0 = time.perf_counter()
+            restored = self._restore(slot, prompt, limit, best)
+            if restored is not None:  # the cells are in place, cut to the shared head (or, refused, none)
+                best, src = restored[0], slot
+            elif src is slot:
                 self.ctx.seq_rm(slot.seq, own, -1)
             else:
                 self.ctx.seq_rm(slot.seq, -1, -1)
                 self.ctx.seq_cp(src.seq, slot.seq, 0, best)
             start(slot, job, best)
+            if restored is not None:
+                slot.stats.n_prompt_restored, slot.stats.restored_from = best, restored[1] if best else None
+                slot.note("restored", tier=restored[1], tokens=best, seconds=round(time.perf_counter() - t0, 4))
             if job.ready is not None:
                 slot.stats.timeline.append({"at": round(job.ready - job.arrived, 4), "event": "ready"})
             slot.note("admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,
@@ -74,6 +86,16 @@ class Admission:
                     slot.wait = (other, n)
             if slot.wait is not None:
                 slot.note("waits", on=slot.wait[0].seq, cells=slot.wait[1])
+
+    def _restore(self, slot: SeqSlot, prompt: list[int], limit: int, held: int) -> tuple[int, str] | None:
+        """The prompt cache's longest head of ``prompt``, restored into ``slot`` where it is longer
+        than the ``held`` tokens a sequence holds: (tokens restored, tier), (0, tier) where the
+        entry failed and left the sequence empty, None where the cache had nothing longer."""
+        hit = self.cache.lookup(prompt, limit, held) if self.cache is not None else None
+        if hit is None or self.cache is None:
+            return None
+        slot.tokens, slot.n_cached = [], 0  # what the sequence held is gone, whatever comes of it
+        return self.cache.restore(self.ctx, slot.seq, hit), hit.tier
 
     def _place(self, prompt: list[int], limit: int) -> tuple[SeqSlot, int]:
         """The free sequence a prompt takes, and how many of its cells the prompt keeps in place.

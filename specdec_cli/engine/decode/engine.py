@@ -31,6 +31,7 @@ from ..llama.context import Context, ContextParams
 from ..llama.model import Model
 from ..options import DraftOptions, EngineOptions, GenOptions
 from ..policy.costmodel import CostModel
+from ..promptcache.cache import PromptCache
 from ..result import Result, TracePoint
 from ..structured.constraint import Constraint, tokenizer_for
 from ..verify.rollback import CacheRollback
@@ -94,6 +95,7 @@ class Engine:
                                        options=self.options, draft_path=self.draft_path,
                                        mtp="mtp" in self.drafters, warn=warn)
         self.last_run: RunStats | None = None  # the figures of the last ``run_many``
+        self.prompt_cache: PromptCache | None = None  # saved prompts' cells (set by whoever opens one)
 
     def _load_target(self, target_path: str | Path, use_mtp: bool, cells: Callable[[Engine], int] | None) -> None:
         """The target model and its context, sized for the sequences and drafts it will carry, and
@@ -327,6 +329,7 @@ class Engine:
             rollback=self.target_rollback,
             n_ctx=self.n_ctx_seq,
             constraint=constraint,
+            prompt_cache=self.prompt_cache,
         )
 
     def generate(
@@ -434,6 +437,8 @@ class Engine:
 
     def close(self) -> None:
         self.save_costs()
+        if self.prompt_cache is not None:
+            self.prompt_cache.close()
         for drafter in self.drafters.values():
             drafter.close()
         for obj in (self.draft_ctx, self.draft_model, self.target_ctx, self.target_model):

@@ -31,6 +31,7 @@ STAGES = (
     "learn",  # what was kept, into the drafters' calibration and the figures
     "emit",  # kept tokens cut at budget and end, the grammar advanced, detokenized, stop strings, streamed
     "finish",  # a job's end: its held text, its index, its result
+    "prompt cache",  # a finished sequence's cells copied out for the prompt cache (written to disk apart)
     "answer",  # the server's loop: results handed back to the HTTP thread
 )
 

@@ -96,7 +96,8 @@ class Scheduler:
         self.keeper = Keeper(self.ctx, self.drafter, self.stats, self.is_eog, profile)
         self.slots: list[SeqSlot] = []  # every sequence of the context, made by ``start``
         self.waiting: deque[Job] = deque()
-        self.admission = Admission(self.slots, self.ctx, self.waiting, n_parallel=self.n_parallel)
+        cache = engine.prompt_cache if self.ctx.plain_kv else None
+        self.admission = Admission(self.slots, self.ctx, self.waiting, n_parallel=self.n_parallel, cache=cache)
         self._steps_that_could_ride = 0  # steps whose decoding sequences could ride with prompts
         # a step is one pass, so a server takes new requests between any two (``Worker.run``): after
         # a pass that read prompts alone, the decoding sequences go in the next one, alone
@@ -374,4 +375,8 @@ class Scheduler:
             verify=s.verifier.rule, cost_model=self.engine.costs.to_dict() if self.method == "auto" else None,
         )
         s.job, s.wait, s.last_used = None, None, now  # the cells stay for a later prompt that shares them
+        cache = self.admission.cache
+        if cache is not None and reason != "error":  # and are kept lower down for a later turn or run
+            with self.profile.stage("prompt cache"):
+                cache.offer(s.tokens[: s.n_cached], lambda: self.ctx.seq_state(s.seq))
         return job, result

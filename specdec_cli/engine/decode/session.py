@@ -31,7 +31,9 @@ from ...models.memory_kinds import Rollback
 from ..drafters.base import Drafter
 from ..errors import describe
 from ..llama.context import Context
+from ..llama.library import SEQ
 from ..policy.costmodel import CostModel
+from ..promptcache.cache import PromptCache
 from ..result import TracePoint
 from ..stats import GenerationStats
 from ..structured.pass_masks import PassMasks, draft_under, through_end
@@ -65,13 +67,17 @@ class Session:
         rollback: CacheRollback | None = None,
         n_ctx: int | None = None,
         constraint=None,
+        prompt_cache: PromptCache | None = None,
     ):
         """``n_ctx``: the positions this generation may use (default: the context's; a context
         made for several sequences holds more than one of them may take). ``constraint``: a
         grammar's state (``constraint.Constraint``): every row the target decides from is masked
         to what it allows, drafts start with the tokens it forces and end before the first it
-        rejects, and the generation stops when it is complete (stop reason "grammar")."""
+        rejects, and the generation stops when it is complete (stop reason "grammar").
+        ``prompt_cache``: where a long prompt's head may be restored from, and its cells kept
+        once read (``engine/promptcache``)."""
         self.constraint = constraint
+        self.prompt_cache = prompt_cache
         self.target = target
         self.rollback = rollback or CacheRollback(target, Rollback.PARTIAL)
         self.verifier = verifier
@@ -153,6 +159,13 @@ class Session:
         # (``Context.held_prefix``); not for a drafter that must see every prompt token's states
         reads_states = drafter is not None and drafter.reads_target_states
         reused = 0 if reads_states else tgt.held_prefix(prompt, len(prompt) - 1)
+        cache = self.prompt_cache if self.prompt_cache is not None and not reads_states and tgt.plain_kv else None
+        hit = cache.lookup(prompt, len(prompt) - 1, reused) if cache is not None else None
+        if cache is not None and hit is not None:
+            n = cache.restore(tgt, SEQ, hit)
+            st.n_prompt_restored, st.restored_from = n, hit.tier if n else None
+            reused = n or 0  # a refused restore left the sequence empty
+            tgt.note_held(prompt[:reused])
         if reused:
             tgt.kv_keep_until(reused)
         else:
@@ -166,6 +179,8 @@ class Session:
             tgt.decode(chunk, start, outputs="last")
             if self.drafter is not None:
                 self._guarded(lambda: self.drafter.process(chunk, start))  # noqa: B023 - called at once
+        if cache is not None:  # the prompt read, kept for the next run that begins with it
+            cache.offer(prompt[:-1], lambda: tgt.seq_state(SEQ))
         return reads_states
 
     def _proposal(self, history: list[int], n_draft: int) -> tuple[Proposal, int, PassMasks | None]:

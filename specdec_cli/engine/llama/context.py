@@ -137,7 +137,7 @@ class Context(ContextMemory, FreedOnCollect):
         """Whether a pass may carry filler tokens after its own, dropped right after it: only
         where dropping positions leaves the memory as it was (no sliding window, whose cells
         the filler's positions could push out; no recurrent state, which it would advance)."""
-        return self._tracks and bool(self._mem)
+        return self.plain_kv
 
     def _pad_fits(self, n: int, last_pos: int, pad: int) -> bool:
         return pad > 0 and self.can_pad and n + pad <= self._cap and last_pos + pad < self.n_ctx

@@ -201,3 +201,20 @@ class FreedOnCollect:
         with contextlib.suppress(Exception):
             self.close()
 
+
+
+def build_id() -> str:
+    """This llama.cpp build, as a short digest: llama-cpp-python's version and its native
+    libraries' names, sizes and modification times. A prompt cache's files
+    (``engine/promptcache``) never cross builds, whose kernels (and so whose cells) may differ."""
+    import hashlib
+    from pathlib import Path
+
+    ll = bindings()
+    lib_dir = Path(ll.llama_cpp._lib._name).parent
+    h = hashlib.sha256(str(getattr(ll, "__version__", "?")).encode())
+    for f in sorted(lib_dir.iterdir()):
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]

@@ -13,6 +13,7 @@ Part of the FFI boundary (``library.py`` says which modules call llama.cpp).
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .model import Model
 
 STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent (or SWA) part of a state
+_STATE_HEAD = struct.Struct("<IiI")  # what a sequence's state begins with: llama.cpp's magic, the seq id, streams
 
 
 class ContextMemory:
@@ -91,6 +93,67 @@ class ContextMemory:
             ll.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
         if dst == SEQ:
             self._held = None
+
+    # --- a sequence's cells as bytes (the prompt cache: ``engine/promptcache``) ----------------
+    @property
+    def plain_kv(self) -> bool:
+        """Whether this context's memory is one attention cache and nothing else (no recurrent
+        state, no sliding-window half): the memory whose sequence state ``seq_state`` reads."""
+        return self._tracks and bool(self._mem)
+
+    def seq_state(self, seq: int) -> bytes | None:
+        """``seq``'s cells (positions, K and V) as llama.cpp writes them, without the layout of
+        this context's streams (None: it holds none). llama.cpp writes a magic, the sequence's
+        id, a stream count and then each stream's cells; a sequence's cells are all in one
+        stream, so what is kept is the magic and that stream's block, and ``seq_restore`` puts
+        them back into a context of any stream count (a server's streams, a batch's pool,
+        ``run``'s one sequence) and any sequence. Plain attention caches only (``plain_kv``):
+        another memory writes more than one such block."""
+        ll = bindings()
+        size = int(ll.llama_state_seq_get_size(self._ptr, seq))
+        buf = bytearray(size)
+        arr = (ctypes.c_uint8 * size).from_buffer(buf)
+        with interrupts.native():
+            n = int(ll.llama_state_seq_get_data(self._ptr, arr, size, seq))
+        del arr
+        if n < _STATE_HEAD.size:
+            raise SpecdecError(f"llama.cpp could not save the cells of {self.model.path.name}")
+        magic, _, n_stream = _STATE_HEAD.unpack_from(buf, 0)
+        first = 0  # the streams before the sequence's own are empty: a zero count each
+        while first < n_stream and not struct.unpack_from("<I", buf, _STATE_HEAD.size + 4 * first)[0]:
+            first += 1
+        if first == n_stream:
+            return None
+        tail = 4 * (n_stream - first - 1)  # and so are the ones after it
+        if any(buf[n - tail : n]):
+            raise SpecdecError(f"llama.cpp wrote a sequence state of {self.model.path.name} that is not one stream's")
+        return struct.pack("<I", magic) + bytes(memoryview(buf)[_STATE_HEAD.size + 4 * first : n - tail])
+
+    def seq_restore(self, seq: int, block: bytes) -> bool:
+        """Put cells read by ``seq_state`` (from this context or another of the same model and
+        cache types) into ``seq``, replacing what it held. False, with ``seq`` left empty, where
+        llama.cpp refuses them (too few free cells, other cache types, not a state at all)."""
+        ll = bindings()
+        n_stream = self.params.n_seq_max if self.params.kv_streams else 1
+        (magic,) = struct.unpack_from("<I", block, 0)
+        buf = bytearray(_STATE_HEAD.pack(magic, seq, n_stream))
+        buf += memoryview(block)[4:]
+        buf += bytes(4 * (n_stream - 1))
+        arr = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
+        with interrupts.native():
+            n = int(ll.llama_state_seq_set_data(self._ptr, arr, len(buf), seq))
+        del arr
+        if seq == SEQ:
+            self._held = None
+        if n != len(buf):
+            ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
+            return False
+        return True
+
+    def note_held(self, tokens: list[int]) -> None:
+        """Sequence 0 holds ``tokens`` at positions 0.. (restored, not decoded here)."""
+        if self._tracks:
+            self._held = list(tokens)
 
     def kv_keep_until(self, pos: int) -> None:
         """Drop every cached position >= pos, where the cache can (an attention cache, the
