@@ -335,3 +335,24 @@ def test_sizes_read_as_a_user_writes_them():
 
     assert byte_size("10G", "x") == 10 << 30 and byte_size("500M", "x") == 500 << 20
     assert byte_size("1.5GiB", "x") == int(1.5 * (1 << 30)) and byte_size("4096", "x") == 4096
+
+
+def test_a_prompt_ends_apart_where_the_curve_says_that_pass_is_cheap(tiny_target, tmp_path):
+    """A long prompt's last token goes in a pass of its own (as after a restore: the same shape,
+    the same logits) where one pass is at most 2% of reading it: on a CPU-like curve from a few
+    hundred tokens, on a GPU-like one only for long prompts; never without a cache."""
+    from specdec_cli.engine.policy.costmodel import CostModel
+
+    eng = _engine(tiny_target, tmp_path, [], "streams")
+    try:
+        sched = eng.scheduler(GEN, n_parallel=2, use_draft=False)
+        sched.costs = CostModel({1: 0.04, 512: 5.0}, frozen=True)  # a CPU: a step against 512 rows' 5 s
+        assert sched._ends_apart(MIN_TOKENS) and not sched._ends_apart(MIN_TOKENS - 1)
+        sched.costs = CostModel({1: 0.005, 512: 0.05}, frozen=True)  # a GPU: 512 rows for ten steps
+        assert not sched._ends_apart(2048) and sched._ends_apart(2560)
+        sched.costs = None
+        assert sched._ends_apart(MIN_TOKENS)
+        sched.admission.cache = None
+        assert not sched._ends_apart(5000)
+    finally:
+        eng.close()

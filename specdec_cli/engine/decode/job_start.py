@@ -62,6 +62,7 @@ class JobStart:
         slot.stats.n_prompt = len(job.prompt)
         slot.stats.n_prompt_reused = reused
         slot.stats.queue_seconds = slot.t_admit - job.arrived
+        slot.end_apart = False
         if slot.decoding:
             slot.stats.prompt_seconds = 0.0
         self._proposers(slot, job)

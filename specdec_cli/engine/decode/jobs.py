@@ -125,6 +125,7 @@ class SeqSlot:
     unsent: UnsentOffers | None  # auto: what the copy proposers offered at the last pass that sent no draft
     ngram: NgramDrafter | None  # --method ngram: prompt lookup over this job's tokens
     draft_off: bool  # its drafter faulted: set aside for the rest of this job (it goes on undrafted)
+    end_apart: bool  # its prompt's last token goes in the pass after its last chunk (``Scheduler._start``)
 
     def __init__(self, seq: int):
         self.seq = seq

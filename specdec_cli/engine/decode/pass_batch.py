@@ -1,7 +1,8 @@
 """The rows of one target pass, laid out: each decoding sequence's last token and its draft, then
 chunks of the prompts still being read, each chunk that ends its prompt followed by the prompt's
 last token, so that the first generated token comes out of this pass (a pass sooner: the time
-to first token of a server's requests).
+to first token of a server's requests), unless the prompt's last token is to go apart, in the
+next pass, as it goes when its cells are restored (``SeqSlot.end_apart``).
 
 Apart from ``scheduler.py``, which decides what goes in a pass and takes back what it did not
 keep: this is only the arithmetic of positions, sequence ids and which rows want logits.
@@ -62,7 +63,7 @@ def lay_out(decoding: list[SeqSlot], drafts: list[Draft], masks: list[PassMasks 
         b.outs.extend([False] * take)
         b.chunks.append((s, take))
         room -= take
-        if take == s.unread and room > 0 and n_out < n_outputs_max:
+        if take == s.unread and room > 0 and n_out < n_outputs_max and not s.end_apart:
             n_out += 1
             b.prompt_ends.append((s, len(b.toks)))
             b.add(s.tokens[-1], len(s.tokens) - 1, s.seq, True)

@@ -39,6 +39,7 @@ from ..drafters.auto import AutoDrafter
 from ..drafters.draft import Draft
 from ..drafters.model_batch import BatchModelDrafter
 from ..errors import ContextFull, describe
+from ..promptcache.cache import MIN_TOKENS
 from ..result import Result
 from ..stats import GenerationStats
 from ..structured.pass_masks import PassMasks
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 RIDE_ANYWAY_EVERY = 8  # while decoding apart from prompt chunks is cheaper, one step in this many rides anyway
+APART_SHARE = 0.02  # a prompt's last token goes apart where that pass costs at most this share of its reading
 
 
 class Scheduler:
@@ -314,6 +316,24 @@ class Scheduler:
     def _start(self, slot: SeqSlot, job: Job, reused: int) -> None:
         """``job`` takes ``slot`` (``JobStart``); admission's callback, a method so that it may be wrapped."""
         self.job_start.start(slot, job, reused)
+        slot.end_apart = self._ends_apart(slot.unread)
+
+    def _ends_apart(self, unread: int) -> bool:
+        """Whether a prompt with ``unread`` tokens to read sends its last token in a pass of its own
+        after its last chunk, rather than in it: where the prompt cache may keep its cells, whose
+        restore sends the last token in such a pass. llama.cpp's logits depend on the pass's
+        shape, so only then does a restored prompt's answer equal a cold read's, token for
+        token. It costs one pass, so only where the measured curve puts that pass at most
+        ``APART_SHARE`` of reading the prompt (on 2 CPU cores a step beside 60-100 s of a 6,000-token
+        prompt; on a GPU, whose steps cost about what a short prompt's read does, long prompts
+        alone); with no curve, always."""
+        if self.admission.cache is None or unread < MIN_TOKENS:
+            return False
+        if self.costs is None:
+            return True
+        chunk = min(unread, self.ctx.n_batch)
+        reading = -(-unread // chunk) * self.costs.pass_seconds(chunk)
+        return self.costs.pass_seconds(1) <= APART_SHARE * reading
 
     # --- the end of a job ------------------------------------------------------------------
     def _drop_cancelled(self) -> list[tuple[Job, Result]]:
