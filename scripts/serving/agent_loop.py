@@ -16,6 +16,12 @@ Two shapes of traffic:
   This is where a server's time to first token shows: the new turn must be read beside a
   neighbour that decodes.
 
+``--context-tokens N`` opens each session as a coding agent does: a system prompt of instructions
+and this repository's docs (about three quarters of N tokens, the same for every session, as an
+agent's is) and, before the task, a project file of the session's own (the rest), so that each
+conversation is about N tokens long before its first answer: more sessions than a server keeps
+sequences for show what its prompt cache restores (``docs/serving.md``, "The prompt cache").
+
 ``--tasks holdout`` runs another set of sessions (other languages and files, other edits), kept
 out of every tuning of specdec: a figure from it was not shaped by it. ``--sessions 4`` runs four
 sessions, each with its own task.
@@ -56,14 +62,34 @@ from _shared.systems import (  # noqa: E402
     turn_columns,
 )
 
+REPO = Path(__file__).resolve().parents[2]
+CHARS_PER_TOKEN = 3.3  # about what Qwen2.5's tokenizer makes of this repository's English and Python
+
+
+def agent_context(k: int, tokens: int) -> list[dict]:
+    """Session ``k``'s opening before its task: a system prompt shared by every session (instructions
+    and the project's docs, about three quarters of ``tokens``) and a project file of its own (the rest)."""
+    docs = "".join(f.read_text(encoding="utf-8") for f in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+    shared = int(0.75 * tokens * CHARS_PER_TOKEN)
+    system = ("You are a coding agent. Follow the project's conventions, described in its documentation below.\n\n"
+              + docs)[:shared]
+    sources = sorted((REPO / "specdec_cli").rglob("*.py"), key=lambda f: -f.stat().st_size)
+    own = sources[k % len(sources)]
+    head = f"The project file {own.relative_to(REPO)}, for reference:\n\n" + own.read_text(encoding="utf-8")
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": head[: int(0.25 * tokens * CHARS_PER_TOKEN)]}]
+
 
 def session(url: str, k: int, turns: int, n: int, *, tasks: str = "tuning", stagger: float = 0.0,
-            think: float = 0.0) -> list[dict]:
+            think: float = 0.0, context_tokens: int = 0) -> list[dict]:
     """Session ``k``'s turns: it starts ``k * stagger`` seconds late and pauses before each later turn
     (a tool running) for a time drawn from ``[0, think]`` by its own seed, the same for every system."""
     asks, tool_turns = TASK_SETS[tasks]
     pauses = random.Random(1000 + k)
-    messages = [{"role": "user", "content": asks[k % len(asks)]}]
+    opening = agent_context(k, context_tokens) if context_tokens else []
+    if opening:  # the file, then the task, in one user message
+        opening[-1]["content"] += "\n\n" + asks[k % len(asks)]
+    messages = opening or [{"role": "user", "content": asks[k % len(asks)]}]
     out = []
     time.sleep(k * stagger)
     for t in range(turns):
@@ -90,15 +116,20 @@ def main() -> int:
     ap.add_argument("--stagger", type=float, default=None, help="seconds between sessions' starts (--natural: 3)")
     ap.add_argument("--think", type=float, default=None,
                     help="most seconds a session pauses between turns (--natural: 2)")
+    ap.add_argument("--context-tokens", type=int, default=0,
+                    help="open each session with an agent's system prompt and a project file of its own, "
+                         "about this many tokens in all (0: the task alone)")
     ap.add_argument("--tasks", choices=sorted(TASK_SETS), default="tuning",
                     help="the sessions' tasks: the tuning set, or the held-out set never tuned on")
     args = ap.parse_args()
     n = args.max_tokens or (2048 if args.natural else 400)
     stagger = args.stagger if args.stagger is not None else (3.0 if args.natural else 0.0)
     think = args.think if args.think is not None else (2.0 if args.natural else 0.0)
-    if stagger < 0 or think < 0 or n < 1:
-        ap.error("--stagger and --think take seconds of at least 0, -n a count of at least 1")
-    play = functools.partial(session, tasks=args.tasks, stagger=stagger, think=think)
+    if stagger < 0 or think < 0 or n < 1 or args.context_tokens < 0:
+        ap.error("--stagger and --think take seconds of at least 0, -n a count of at least 1, "
+                 "--context-tokens at least 0")
+    play = functools.partial(session, tasks=args.tasks, stagger=stagger, think=think,
+                             context_tokens=args.context_tokens)
     systems = systems_of(ap, args.system)
     runs: list[dict] = []
     with open(args.log, "w") as log:

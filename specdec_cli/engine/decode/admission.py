@@ -62,6 +62,7 @@ class Admission:
                     best, src = n, other
             t0 = time.perf_counter()
             restored = self._restore(slot, prompt, limit, best)
+            restore_s = time.perf_counter() - t0
             if restored is not None:  # the cells are in place, cut to the shared head (or, refused, none)
                 best, src = restored[0], slot
             elif src is slot:
@@ -70,13 +71,13 @@ class Admission:
                 self.ctx.seq_rm(slot.seq, -1, -1)
                 self.ctx.seq_cp(src.seq, slot.seq, 0, best)
             start(slot, job, best)
-            if restored is not None:
-                slot.stats.n_prompt_restored, slot.stats.restored_from = best, restored[1] if best else None
-                slot.note("restored", tier=restored[1], tokens=best, seconds=round(time.perf_counter() - t0, 4))
             if job.ready is not None:
                 slot.stats.timeline.append({"at": round(job.ready - job.arrived, 4), "event": "ready"})
             slot.note("admitted", seq=slot.seq, reused=best, copied_from=None if src is slot else src.seq,
                       unread=slot.unread, running=self.running)
+            if restored is not None:  # (the restore ran before the admission was noted)
+                slot.stats.n_prompt_restored, slot.stats.restored_from = best, restored[1] if best else None
+                slot.note("restored", tier=restored[1], tokens=best, seconds=round(restore_s, 4))
             # a longer prefix another prompt is still reading: wait for its cells rather than compute them twice
             for other in self.slots:
                 if other is slot or other.job is None or other.decoding:
