@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .disk import CacheDirRefused, DiskTier
-from .entry_file import entry_name
+from .entry_file import Cells, entry_name
 from .host import HostEntry, HostTier
 from .key import CacheKey
 
@@ -120,7 +120,7 @@ class PromptCache:
         self.served.bytes_read[hit.tier] += len(cells)
         return hit.n
 
-    def _cells(self, hit: Hit) -> bytes | None:
+    def _cells(self, hit: Hit) -> Cells | None:
         if hit.tier == "host":
             entry = self.host.get(hit.name)
             return entry.cells if entry is not None else None
@@ -132,7 +132,7 @@ class PromptCache:
         return cells
 
     # --- saving ------------------------------------------------------------------------------
-    def offer(self, tokens: list[int], cells: Callable[[], bytes | None]) -> bool:
+    def offer(self, tokens: list[int], cells: Callable[[], Cells | None]) -> bool:
         """Keep a sequence's cells, which hold ``tokens``, where they add at least ``MIN_TOKENS``
         to every entry's prefix of them (``cells`` is called only then: it copies them out of
         the context). Entries that are a prefix of ``tokens`` are dropped. Whether it was kept."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .entry_file import SUFFIX, EntryFileError, EntryHeader, entry_name, read_cells, read_header, write_entry
+from .entry_file import SUFFIX, Cells, EntryFileError, EntryHeader, entry_name, read_cells, read_header, write_entry
 from .key import CacheKey
 
 
@@ -97,7 +97,7 @@ class DiskTier:
     def n_bytes(self) -> int:
         return sum(e.header.n_bytes for e in list(self.entries.values()))
 
-    def load(self, name: str) -> bytes | None:
+    def load(self, name: str) -> Cells | None:
         """The cells of entry ``name``, checked; None (the file refused and deleted) where they fail."""
         entry = self.entries.get(name)
         if entry is None:
@@ -113,7 +113,7 @@ class DiskTier:
             os.utime(path)  # used now: the last to be evicted
         return cells
 
-    def save(self, tokens: np.ndarray, cells: bytes) -> None:
+    def save(self, tokens: np.ndarray, cells: Cells) -> None:
         """Write an entry (on the writer thread): room made under the cap first, least recently
         used files out. A failure is said once, and no more writes are tried."""
         name = entry_name(tokens)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"SPECDEC-KV\x00\x01"
+Cells = memoryview | bytes  # a sequence's cells (``ContextMemory.seq_state``), as kept and written
 SUFFIX = ".kv"
 _LEN = struct.Struct("<I")
 HEADER_MAX = 1 << 16
@@ -52,7 +53,7 @@ def entry_name(tokens: np.ndarray) -> str:
     return hashlib.sha256(tokens.astype("<i4").tobytes()).hexdigest()[:32] + SUFFIX
 
 
-def write_entry(path: Path, *, key: str, model: str, tokens: np.ndarray, cells: bytes) -> None:
+def write_entry(path: Path, *, key: str, model: str, tokens: np.ndarray, cells: Cells) -> None:
     """``tokens`` and their ``cells`` into ``path``, whole or not at all. Raises OSError (a full
     disk, a folder that cannot be written): the temporary file is removed."""
     tok = tokens.astype("<i4").tobytes()
@@ -113,13 +114,16 @@ def read_header(path: Path) -> tuple[EntryHeader, np.ndarray]:
     return header, np.frombuffer(tok, dtype="<i4").astype(np.int32)
 
 
-def read_cells(path: Path, header: EntryHeader, tokens: np.ndarray) -> bytes:
-    """The cells of the entry at ``path``, once the checksum over its tokens and cells agrees."""
+def read_cells(path: Path, header: EntryHeader, tokens: np.ndarray) -> memoryview:
+    """The cells of the entry at ``path``, once the checksum over its tokens and cells agrees
+    (read into a buffer never zeroed first)."""
+    cells = np.empty(header.n_bytes, dtype=np.uint8).data  # never zeroed: the file fills it
     with path.open("rb") as f:
         f.seek(header.data_at)
-        cells = f.read(header.n_bytes + 1)
-    if len(cells) != header.n_bytes:
-        raise EntryFileError("it is truncated" if len(cells) < header.n_bytes else "it has bytes after its cells")
+        got = f.readinto(cells)
+        more = f.read(1)
+    if got != header.n_bytes or more:
+        raise EntryFileError("it is truncated" if got < header.n_bytes else "it has bytes after its cells")
     h = hashlib.sha256(tokens.astype("<i4").tobytes())
     h.update(cells)
     if h.hexdigest() != header.sha256:

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .entry_file import Cells
+
 
 @dataclass
 class HostEntry:
     tokens: np.ndarray  # int32
-    cells: bytes
+    cells: Cells
 
 
 class HostTier:
