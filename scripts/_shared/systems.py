@@ -2,7 +2,9 @@
 
 Every system is a command line with ``{port}`` (``specdec serve``, ``llama-server``, anything
 OpenAI-compatible): ``Server`` starts it on a free local port, waits for /health and stops it
-(SIGINT, then SIGKILL after 60 s). ``run_system`` runs K sessions at once against one system;
+(SIGINT, then SIGKILL after 60 s); each start has an empty prompt cache folder
+(``$SPECDEC_PROMPT_CACHE``, unless the command gives ``--prompt-cache``), as llama-server starts
+with none. ``run_system`` runs K sessions at once against one system;
 ``alternating`` reverses the systems' order every other round (the machine drifts by +-10% over
 minutes). The options, the per-turn columns of the tables and the --json file are the same for
 every program that drives them (``serving/agent_loop.py``, ``tool_loop.py``, ``serve_load.py``,
@@ -18,6 +20,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -34,8 +37,11 @@ class Server:
         self.label = label
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # each start gets an empty prompt cache folder (where the command names none), as llama-server
+        # starts with no prompt cache: no round starts from the prompts another round's server read
+        self.prompts = tempfile.TemporaryDirectory(prefix="specdec-prompts-")
         self.proc = subprocess.Popen(shlex.split(cmd.replace("{port}", str(self.port))), stdout=log, stderr=log,
-                                     env={**os.environ, "NO_COLOR": "1"})
+                                     env={**os.environ, "NO_COLOR": "1", "SPECDEC_PROMPT_CACHE": self.prompts.name})
         deadline = time.time() + 600
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -57,6 +63,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.prompts.cleanup()
 
 
 def stream_turn(url: str, messages: list[dict], n: int) -> dict:

@@ -63,7 +63,8 @@ slots cannot take): the raw prompt, n_predict -n, temperature 0, cache_prompt as
 seed fixed. The wall time runs from the first request sent to the last answer received; a
 configuration's throughput is the sum of the answers' timings.predicted_n over that wall time,
 and draft_n/draft_n_accepted are summed. The server is restarted every round, so no round
-starts from another's prompt cache.
+starts from another's prompt cache; each specdec run likewise gets an empty prompt cache folder
+(``SPECDEC_PROMPT_CACHE``).
 
 The specdec side is a command (--specdec-cmd, repeatable, "LABEL::COMMAND" to name it), run as
 a subprocess that prints one JSON line per prompt with n_generated (`specdec run --batch` does).

@@ -15,6 +15,7 @@ import resource
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -115,9 +116,13 @@ def _batch_seconds(objs: list[dict], stderr: str) -> float | None:
 
 
 def _run_cmd(argv: list[str]) -> tuple[subprocess.CompletedProcess, float, float | None]:
+    """One run of a specdec command: its output, wall time and what else kept the machine busy.
+    Each run gets an empty prompt cache folder, as each round restarts the server: no run starts
+    from the prompts another one read."""
     ru0, busy0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_seconds(), time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                          stdin=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="specdec-prompts-") as prompts:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                              stdin=subprocess.DEVNULL, env={**os.environ, "SPECDEC_PROMPT_CACHE": prompts})
     wall, ru1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if proc.returncode != 0:
