@@ -280,6 +280,9 @@ def test_a_longer_turn_replaces_its_prefix_and_the_longest_prefix_wins(tmp_path)
     hit = cache.lookup(turn2 + [7, 7, 7], len(turn2) + 2, held=0)
     assert hit is not None and hit.n == len(turn2) and hit.tier == "host"
     assert cache.lookup(turn2 + [7], len(turn2), held=len(turn2) - MIN_TOKENS + 1) is None  # the cells hold enough
+    # an entry longer than a sequence may hold is passed over: the next best shares the system prompt
+    short = cache.lookup(turn2 + [7], len(turn2), held=0, room=len(turn2) - 1)
+    assert short is not None and short.n == len(system) and short.name == entry_name(np.asarray(other, np.int32))
     hit = cache.lookup(system + [9] * 400, 700, held=0)
     assert hit is not None and hit.n == len(system)
     cache.close()

@@ -92,7 +92,8 @@ class Admission:
         """The prompt cache's longest head of ``prompt``, restored into ``slot`` where it is longer
         than the ``held`` tokens a sequence holds: (tokens restored, tier), (0, tier) where the
         entry failed and left the sequence empty, None where the cache had nothing longer."""
-        hit = self.cache.lookup(prompt, limit, held) if self.cache is not None else None
+        room = self.ctx.n_ctx // self.ctx.params.n_seq_max if self.ctx.params.kv_streams else self.ctx.n_ctx
+        hit = self.cache.lookup(prompt, limit, held, room) if self.cache is not None else None
         if hit is None or self.cache is None:
             return None
         slot.tokens, slot.n_cached = [], 0  # what the sequence held is gone, whatever comes of it

@@ -160,7 +160,7 @@ class Session:
         reads_states = drafter is not None and drafter.reads_target_states
         reused = 0 if reads_states else tgt.held_prefix(prompt, len(prompt) - 1)
         cache = self.prompt_cache if self.prompt_cache is not None and not reads_states and tgt.plain_kv else None
-        hit = cache.lookup(prompt, len(prompt) - 1, reused) if cache is not None else None
+        hit = cache.lookup(prompt, len(prompt) - 1, reused, tgt.n_ctx) if cache is not None else None
         if cache is not None and hit is not None:
             n = cache.restore(tgt, SEQ, hit)
             st.n_prompt_restored, st.restored_from = n, hit.tier if n else None

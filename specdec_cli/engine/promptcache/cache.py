@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,21 +87,19 @@ class PromptCache:
                 f"{_gb(d.n_bytes)} in {d.folder} (cap {_gb(d.cap)} on disk, {_gb(self.host.cap)} in memory)")
 
     # --- finding and restoring ---------------------------------------------------------------
-    def lookup(self, prompt: list[int], limit: int, held: int) -> Hit | None:
+    def lookup(self, prompt: list[int], limit: int, held: int, room: int | None = None) -> Hit | None:
         """The entry sharing the longest prefix (at most ``limit`` tokens) with ``prompt``, where
         that is at least ``MIN_TOKENS`` more than the ``held`` tokens the sequences already hold;
-        RAM first on a tie."""
+        RAM first on a tie. ``room``: the cells a sequence may hold; a longer entry is passed
+        over (it is restored whole before it is cut, and llama.cpp would refuse it at every try)."""
         p = np.asarray(prompt[:limit], dtype=np.int32)
         best: Hit | None = None
-        for name, entry in list(self.host.entries.items()):
-            n = _common(entry.tokens, p)
+        for tier, name, tokens in self._named_tokens():
+            if room is not None and tokens.size > room:
+                continue
+            n = _common(tokens, p)
             if best is None or n > best.n:
-                best = Hit("host", name, n)
-        if self.disk is not None:
-            for name, d in list(self.disk.entries.items()):
-                n = _common(d.tokens, p)
-                if best is None or n > best.n:
-                    best = Hit("disk", name, n)
+                best = Hit(tier, name, n)
         return best if best is not None and best.n >= held + MIN_TOKENS else None
 
     def restore(self, ctx: Context, seq: int, hit: Hit) -> int:
@@ -137,9 +135,7 @@ class PromptCache:
         to every entry's prefix of them (``cells`` is called only then: it copies them out of
         the context). Entries that are a prefix of ``tokens`` are dropped. Whether it was kept."""
         t = np.asarray(tokens, dtype=np.int32)
-        covered = 0
-        for entry_tokens in self._all_tokens():
-            covered = max(covered, _common(entry_tokens, t))
+        covered = max((_common(tokens, t) for _, _, tokens in self._named_tokens()), default=0)
         if t.size - covered < MIN_TOKENS:
             return False
         try:
@@ -150,7 +146,7 @@ class PromptCache:
         if data is None:
             return False
         name = entry_name(t)
-        for old, entry_tokens in list(self._named_tokens()):
+        for _, old, entry_tokens in list(self._named_tokens()):
             if old != name and entry_tokens.size <= t.size and _common(entry_tokens, t) == entry_tokens.size:
                 self._drop(old)
         self.host.put(name, HostEntry(t, data))
@@ -161,14 +157,11 @@ class PromptCache:
             self._on_writer(lambda: disk.save(t, data))
         return True
 
-    def _all_tokens(self):
-        for _, tokens in self._named_tokens():
-            yield tokens
-
-    def _named_tokens(self):
-        yield from ((n, e.tokens) for n, e in list(self.host.entries.items()))
+    def _named_tokens(self) -> Iterator[tuple[str, str, np.ndarray]]:
+        """(tier, name, tokens) of every entry, the RAM tier's first (a file also in RAM is its)."""
+        yield from (("host", n, e.tokens) for n, e in list(self.host.entries.items()))
         if self.disk is not None:
-            yield from ((n, e.tokens) for n, e in list(self.disk.entries.items()) if n not in self.host.entries)
+            yield from (("disk", n, e.tokens) for n, e in list(self.disk.entries.items()) if n not in self.host.entries)
 
     def _drop(self, name: str) -> None:
         self.host.drop(name)
