@@ -359,3 +359,36 @@ def test_a_prompt_ends_apart_where_the_curve_says_that_pass_is_cheap(tiny_target
         assert not sched._ends_apart(5000)
     finally:
         eng.close()
+
+
+def test_a_file_is_read_off_the_engine_thread_while_a_neighbour_decodes(tiny_target, tmp_path):
+    """A prompt whose head is on disk waits while its file is read on a thread of its own; the
+    sequence already decoding goes on in the meantime; then the prompt restores it from memory,
+    counted as the disk's, and answers as a cold read does. One cancelled while it waits ends
+    as cancelled."""
+    notes: list[str] = []
+    eng = _engine(tiny_target, None, [], cache=False)
+    prompt = eng.tokenize_prompt(TEXT)
+    other = eng.tokenize_prompt("a story of the fish who went to a place " * 4)
+    eng.close()
+    _saved_run(tiny_target, tmp_path, notes, prompt)
+    eng = _engine(tiny_target, tmp_path, notes, "streams")
+    try:
+        sched = eng.scheduler(GenOptions(max_tokens=200), n_parallel=2, use_draft=False)
+        sched.start()
+        sched.submit(Job(0, other))
+        sched.step()  # the neighbour reads its prompt and decodes from here on
+        sched.submit(Job(1, prompt, gen=GEN))
+        gone = Job(2, prompt, gen=GEN)
+        sched.submit(gone)
+        sched.step()
+        assert [j.index for j, _ in sched.admission.loading] == [1, 2]  # both wait for the one file
+        gone.cancelled = True
+        done = dict((j.index, r) for j, r in _drain(sched))
+    finally:
+        eng.close()
+    assert done[2].stats.stop_reason == "cancelled"
+    assert done[1].stats.restored_from == "disk" and done[1].stats.n_prompt_restored == len(prompt) - 1
+    assert done[1].tokens == _cold(tiny_target, prompt).tokens
+    assert eng.prompt_cache.served.hits == {"host": 0, "disk": 1}
+    assert notes == []

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ..llama.context import Context
-from ..promptcache.cache import PromptCache
+from ..promptcache.cache import Hit, PromptCache
 from .jobs import Job, SeqSlot
 
 SHARE_MIN = 16  # a prompt waits for another's prefill when that shares at least this many more tokens
@@ -39,6 +39,9 @@ class Admission:
         self.waiting = waiting
         self.n_parallel = n_parallel
         self.cache = cache
+        # jobs whose prompt's head is in a file being read off this thread (``PromptCache.prefetch``),
+        # with the entry's name: they go back to the head of the queue once it is in RAM
+        self.loading: list[tuple[Job, str]] = []
 
     @property
     def running(self) -> int:
@@ -50,6 +53,7 @@ class Admission:
         any sequence holds, or waiting for a longer one another prompt is still reading.
         ``start``: how a job takes a sequence (``Scheduler._start``), given at each call rather
         than kept, so that the scheduler and its admission hold no cycle of references."""
+        self._back_from_disk()
         while self.waiting and self.running < self.n_parallel:
             job = self.waiting.popleft()
             prompt = job.prompt
@@ -60,8 +64,15 @@ class Admission:
                 n = _common(other.tokens[: other.n_cached], prompt, limit)
                 if n > best:
                     best, src = n, other
+            hit = self._lookup(prompt, limit, best)
+            if hit is not None and hit.tier == "disk" and job.fetched is None:
+                assert self.cache is not None  # a hit comes from the cache
+                self.cache.prefetch(hit.name)  # read off this thread; the job waits for it, the others go on
+                job.fetched, job.fetched_at = hit.name, time.perf_counter()
+                self.loading.append((job, hit.name))
+                continue
             t0 = time.perf_counter()
-            restored = self._restore(slot, prompt, limit, best)
+            restored = self._restore(slot, job, hit)
             restore_s = time.perf_counter() - t0
             if restored is not None:  # the cells are in place, cut to the shared head (or, refused, none)
                 best, src = restored[0], slot
@@ -77,7 +88,8 @@ class Admission:
                       unread=slot.unread, running=self.running)
             if restored is not None:  # (the restore ran before the admission was noted)
                 slot.stats.n_prompt_restored, slot.stats.restored_from = best, restored[1] if best else None
-                slot.note("restored", tier=restored[1], tokens=best, seconds=round(restore_s, 4))
+                read = {"file_seconds": round(t0 - job.fetched_at, 4)} if job.fetched else {}
+                slot.note("restored", tier=restored[1], tokens=best, seconds=round(restore_s, 4), **read)
             # a longer prefix another prompt is still reading: wait for its cells rather than compute them twice
             for other in self.slots:
                 if other is slot or other.job is None or other.decoding:
@@ -88,16 +100,48 @@ class Admission:
             if slot.wait is not None:
                 slot.note("waits", on=slot.wait[0].seq, cells=slot.wait[1])
 
-    def _restore(self, slot: SeqSlot, prompt: list[int], limit: int, held: int) -> tuple[int, str] | None:
-        """The prompt cache's longest head of ``prompt``, restored into ``slot`` where it is longer
-        than the ``held`` tokens a sequence holds: (tokens restored, tier), (0, tier) where the
-        entry failed and left the sequence empty, None where the cache had nothing longer."""
+    def _lookup(self, prompt: list[int], limit: int, held: int) -> Hit | None:
+        """The prompt cache's longest head of ``prompt``, where it is longer than the ``held``
+        tokens a sequence holds and fits in one."""
+        if self.cache is None:
+            return None
         room = self.ctx.n_ctx // self.ctx.params.n_seq_max if self.ctx.params.kv_streams else self.ctx.n_ctx
-        hit = self.cache.lookup(prompt, limit, held, room) if self.cache is not None else None
+        return self.cache.lookup(prompt, limit, held, room)
+
+    def _restore(self, slot: SeqSlot, job: Job, hit: Hit | None) -> tuple[int, str] | None:
+        """``hit`` restored into ``slot``: (tokens restored, tier), (0, tier) where the entry failed
+        and left the sequence empty, None without a hit. A file read for this job off the thread
+        counts as the disk's."""
         if hit is None or self.cache is None:
             return None
         slot.tokens, slot.n_cached = [], 0  # what the sequence held is gone, whatever comes of it
-        return self.cache.restore(self.ctx, slot.seq, hit), hit.tier
+        tier = "disk" if job.fetched == hit.name else hit.tier
+        return self.cache.restore(self.ctx, slot.seq, hit, counted_as=tier), tier
+
+    def _back_from_disk(self, wait: float = 0.0) -> None:
+        """Jobs whose files are read go back to the head of the queue, in their order."""
+        if not self.loading or self.cache is None:
+            return
+        done = self.cache.collect(wait)
+        back = [job for job, name in self.loading if name in done]
+        self.loading = [(job, name) for job, name in self.loading if name not in done]
+        self.waiting.extendleft(reversed(back))
+
+    def wait_for_disk(self, seconds: float) -> None:
+        """Nothing else to do: wait up to ``seconds`` for a file being read."""
+        self._back_from_disk(wait=seconds)
+
+    def take_cancelled(self) -> list[Job]:
+        """The cancelled jobs among those waiting for a file, taken out."""
+        gone = [job for job, _ in self.loading if job.cancelled]
+        self.loading = [(job, name) for job, name in self.loading if not job.cancelled]
+        return gone
+
+    def drop_loading(self) -> list[Job]:
+        """The jobs waiting for a file, taken out (the scheduler ends or requeues them)."""
+        jobs = [job for job, _ in self.loading]
+        self.loading = []
+        return jobs
 
     def _place(self, prompt: list[int], limit: int) -> tuple[SeqSlot, int]:
         """The free sequence a prompt takes, and how many of its cells the prompt keeps in place.

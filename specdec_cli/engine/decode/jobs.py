@@ -53,6 +53,9 @@ class Job:
     # time to its first token counts what it waited to be rendered, tokenized and admitted
     arrived: float = field(default_factory=time.perf_counter)
     ready: float | None = None  # when a server had it rendered and tokenized and handed it to the engine
+    # the prompt cache's entry read from disk for it off the engine's thread (``Admission``), and since when
+    fetched: str | None = None
+    fetched_at: float = 0.0
 
 
 @dataclass

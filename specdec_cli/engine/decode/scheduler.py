@@ -115,6 +115,7 @@ class Scheduler:
             d.set_active(d is self.auto)
         self.slots[:] = [SeqSlot(i) for i in range(self.ctx.params.n_seq_max)]  # in place: admission's too
         self.waiting.clear()
+        self.admission.drop_loading()
         self._decoding_goes_next = False
 
     def submit(self, job: Job) -> None:
@@ -123,7 +124,7 @@ class Scheduler:
 
     @property
     def busy(self) -> bool:
-        return bool(self.waiting) or any(s.job is not None for s in self.slots)
+        return bool(self.waiting) or bool(self.admission.loading) or any(s.job is not None for s in self.slots)
 
     @property
     def running(self) -> int:
@@ -156,6 +157,9 @@ class Scheduler:
             done = self._drop_cancelled()
             self.admission.share_ready()
             self.admission.admit(self._start)  # looked up at each step: a caller may wrap it (the fault tests do)
+            if self.admission.loading and not self.waiting and not any(s.job is not None for s in self.slots):
+                self.admission.wait_for_disk(0.05)  # nothing else to do but wait for a file being read
+                return done
         reading = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
         if self._decoding_goes_next:  # the last step read prompts alone: the decoding sequences go now, alone
             self._decoding_goes_next, reading = False, []
@@ -338,8 +342,10 @@ class Scheduler:
     # --- the end of a job ------------------------------------------------------------------
     def _drop_cancelled(self) -> list[tuple[Job, Result]]:
         done = [self._finish(s, "cancelled") for s in self.slots if s.job is not None and s.job.cancelled]
-        for job in [j for j in self.waiting if j.cancelled]:
+        cancelled = [j for j in self.waiting if j.cancelled]
+        for job in cancelled:
             self.waiting.remove(job)
+        for job in cancelled + self.admission.take_cancelled():  # queued, or waiting for a file
             done.append((job, Result(text="", prompt_tokens=list(job.prompt), tokens=[],
                                      stats=GenerationStats(method=self.method, n_prompt=len(job.prompt),
                                                            stop_reason="cancelled"))))
@@ -363,7 +369,7 @@ class Scheduler:
         """A fault no sequence could be named for: every running job ends with it, the cache is
         emptied (what it holds can no longer be trusted), and the waiting jobs go on."""
         done = [self._fault(s, exc) for s in self.slots if s.job is not None]
-        waiting = list(self.waiting)
+        waiting = list(self.waiting) + self.admission.drop_loading()
         self.start()
         self.waiting.extend(waiting)
         return done

@@ -77,6 +77,10 @@ class PromptCache:
         self.served = Served()
         self._writes: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
+        # files read on a thread of their own for a scheduler (``prefetch``), so that its other
+        # sequences decode meanwhile: names asked for, and (name, cells or None) once read
+        self._fetching: set[str] = set()
+        self._fetched: queue.Queue[tuple[str, Cells | None]] = queue.Queue()
 
     def describe(self) -> str:
         """One line on what the cache holds, for a server's start."""
@@ -102,10 +106,11 @@ class PromptCache:
                 best = Hit(tier, name, n)
         return best if best is not None and best.n >= held + MIN_TOKENS else None
 
-    def restore(self, ctx: Context, seq: int, hit: Hit) -> int:
+    def restore(self, ctx: Context, seq: int, hit: Hit, *, counted_as: str | None = None) -> int:
         """Put ``hit``'s cells into ``seq`` (emptied first) and keep the first ``hit.n``; how
         many tokens it holds then (0: the entry could not be read or llama.cpp refused it, and
-        ``seq`` is empty)."""
+        ``seq`` is empty). ``counted_as``: the tier the figures name (a file ``prefetch`` read
+        into RAM for this prompt came from the disk)."""
         cells = self._cells(hit)
         if cells is None:
             return 0
@@ -113,10 +118,43 @@ class PromptCache:
             self.served.refused += 1
             return 0
         ctx.seq_rm(seq, hit.n, -1)
-        self.served.hits[hit.tier] += 1
-        self.served.tokens[hit.tier] += hit.n
-        self.served.bytes_read[hit.tier] += len(cells)
+        tier = counted_as or hit.tier
+        self.served.hits[tier] += 1
+        self.served.tokens[tier] += hit.n
+        self.served.bytes_read[tier] += len(cells)
         return hit.n
+
+    # --- reading files off the engine's thread ------------------------------------------------
+    def prefetch(self, name: str) -> None:
+        """Read the file of entry ``name`` on a thread of its own; ``collect`` hands it over."""
+        if name in self._fetching:
+            return
+        self._fetching.add(name)
+        disk = self.disk
+        assert disk is not None, "a disk entry comes from the disk tier"
+        threading.Thread(target=lambda: self._fetched.put((name, disk.load(name))), name="specdec-prompt-read",
+                         daemon=True).start()
+
+    @property
+    def fetching(self) -> bool:
+        return bool(self._fetching)
+
+    def collect(self, wait: float = 0.0) -> set[str]:
+        """The names whose files were read (or refused) since the last call, the cells of each
+        put in the RAM tier; waits up to ``wait`` seconds for a first one."""
+        done: set[str] = set()
+        try:
+            item = self._fetched.get(timeout=wait) if wait > 0 and self._fetching else self._fetched.get_nowait()
+            while True:
+                name, cells = item
+                d = self.disk.entries.get(name) if self.disk is not None else None
+                if cells is not None and d is not None:
+                    self.host.put(name, HostEntry(d.tokens, cells))
+                self._fetching.discard(name)
+                done.add(name)
+                item = self._fetched.get_nowait()
+        except queue.Empty:
+            return done
 
     def _cells(self, hit: Hit) -> Cells | None:
         if hit.tier == "host":
