@@ -22,7 +22,7 @@ from specdec_cli.engine.decode.jobs import Job
 from specdec_cli.engine.options import EngineOptions, GenOptions
 from specdec_cli.engine.promptcache import disk as disk_module
 from specdec_cli.engine.promptcache.cache import MIN_TOKENS, PromptCache, open_cache
-from specdec_cli.engine.promptcache.disk import DiskTier
+from specdec_cli.engine.promptcache.disk import DiskTier, cache_files
 from specdec_cli.engine.promptcache.entry_file import SUFFIX, entry_name, write_entry
 from specdec_cli.engine.promptcache.key import CacheKey
 from specdec_cli.serve.request_log import line
@@ -392,3 +392,19 @@ def test_a_file_is_read_off_the_engine_thread_while_a_neighbour_decodes(tiny_tar
     assert done[1].tokens == _cold(tiny_target, prompt).tokens
     assert eng.prompt_cache.served.hits == {"host": 0, "disk": 1}
     assert notes == []
+
+
+def test_a_folder_given_by_mistake_loses_nothing_that_is_not_the_caches(tmp_path):
+    """Only the names the cache makes are read, swept or deleted: a user's own ``*.kv`` files and
+    hidden ``.tmp`` files two levels down stay, whatever the cap or ``--clear`` does."""
+    mine = [tmp_path / "notes" / "keys.kv", tmp_path / "work" / ".draft.1.tmp"]
+    for f in mine:
+        f.parent.mkdir(mode=0o700)
+        f.write_bytes(b"mine" * 1000)
+    cache = _fake(tmp_path, disk_cap=100, host_cap=1 << 20, notes=[])  # every write makes room
+    assert cache.offer(list(range(MIN_TOKENS)), lambda: b"x" * 10)
+    assert cache.offer(list(range(1, MIN_TOKENS + 1)), lambda: b"y" * 10)
+    cache.close()
+    assert len(cache_files(tmp_path)) == 1  # the cap made room among the cache's own files
+    assert specdec("cache", "--clear", "--prompt-cache", tmp_path).returncode == 0
+    assert all(f.read_bytes() == b"mine" * 1000 for f in mine)

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 from ..engine.promptcache.cache import default_folder
-from ..engine.promptcache.disk import scan
+from ..engine.promptcache.disk import cache_files, scan
 from ..errors import EXIT_OK
 from ..terminal import console
+from ..terminal.console import human_bytes
 from .costs import ago
-from .views import human_bytes
 
 
 def show(folder: Path | None, as_json: bool) -> int:
@@ -26,8 +26,8 @@ def show(folder: Path | None, as_json: bool) -> int:
     root = folder or default_folder()
     found = scan(root) if root.is_dir() else []
     rows = [{"file": str(p), "model": h.model if h else None, "tokens": h.n_tokens if h else None,
-             "bytes": p.stat().st_size if p.exists() else 0, "last_used": round(used, 3), "damaged": h is None}
-            for p, h, used in sorted(found, key=lambda f: -f[2])]
+             "bytes": size, "last_used": round(used, 3), "damaged": h is None}
+            for p, h, used, size in sorted(found, key=lambda f: -f[2])]
     total = sum(r["bytes"] for r in rows)
     if as_json:
         console.write_json({"folder": str(root), "bytes": total, "entries": rows})
@@ -45,12 +45,13 @@ def clear(folder: Path | None) -> int:
     root = folder or default_folder()
     n, freed = 0, 0
     if root.is_dir():
-        for path in list(root.glob("*/*.kv")) + list(root.glob("*/.*.tmp")):
+        files = cache_files(root) + cache_files(root, temporary=True)
+        for path in files:
             with contextlib.suppress(OSError):
                 size = path.stat().st_size
                 path.unlink()
                 n, freed = n + 1, freed + size
-        for sub in root.iterdir():
+        for sub in {path.parent for path in files}:
             with contextlib.suppress(OSError):
                 sub.rmdir()  # only an empty one goes
     console.note(f"prompt cache {root} emptied ({n} file{'' if n == 1 else 's'}, {human_bytes(freed)})")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable
@@ -24,8 +25,26 @@ from pathlib import Path
 
 import numpy as np
 
-from .entry_file import SUFFIX, Cells, EntryFileError, EntryHeader, entry_name, read_cells, read_header, write_entry
+from .entry_file import Cells, EntryFileError, EntryHeader, entry_name, read_cells, read_header, write_entry
 from .key import CacheKey
+
+# the only names this tier makes: a folder per key digest, an entry per token digest, a write's temporary
+# file; nothing else under a cache folder is ever read or deleted (a user may point --prompt-cache at $HOME)
+_KEY_DIR = re.compile(r"[0-9a-f]{24}")
+_ENTRY = re.compile(r"[0-9a-f]{32}\.kv")
+_TEMPORARY = re.compile(r"\.([0-9a-f]{32}\.kv)\.(\d+)\.tmp")
+
+
+def cache_files(root: Path, *, temporary: bool = False) -> list[Path]:
+    """The entry files under ``root`` (with ``temporary``: the writes' temporary files instead),
+    in the folders of every key: only the names this tier makes."""
+    pattern = _TEMPORARY if temporary else _ENTRY
+    out: list[Path] = []
+    with contextlib.suppress(OSError):
+        for sub in sorted(root.iterdir()):
+            if _KEY_DIR.fullmatch(sub.name) and sub.is_dir():
+                out += sorted(f for f in sub.iterdir() if pattern.fullmatch(f.name))
+    return out
 
 
 class CacheDirRefused(Exception):
@@ -64,14 +83,15 @@ class DiskTier:
         self.writable = True  # False after a write failed: said once, no more tried
         self.entries: dict[str, DiskEntry] = {}
         self._sweep_temporaries()
-        for path in sorted(self.folder.glob("*" + SUFFIX)):
-            self._index(path)
+        for path in cache_files(self.root):
+            if path.parent == self.folder:
+                self._index(path)
 
     def _sweep_temporaries(self) -> None:
         """Temporary files of writes that never finished (their process died mid-write)."""
-        for tmp in self.root.glob("*/.*.tmp"):
+        for tmp in cache_files(self.root, temporary=True):
             pid = tmp.name.rsplit(".", 2)[-2]
-            if not (pid.isdigit() and _alive(int(pid))):
+            if not _alive(int(pid)):
                 with contextlib.suppress(OSError):
                     tmp.unlink()
 
@@ -142,7 +162,7 @@ class DiskTier:
         """Delete the least recently used files of the whole folder (every key's) until ``need``
         more bytes fit under the cap."""
         files = []
-        for path in self.root.glob("*/*" + SUFFIX):
+        for path in cache_files(self.root):
             with contextlib.suppress(OSError):
                 st = path.stat()
                 files.append((st.st_mtime, st.st_size, path))
@@ -168,15 +188,16 @@ def _alive(pid: int) -> bool:
     return pid != os.getpid()  # this process has no write in flight while it starts
 
 
-def scan(root: Path) -> list[tuple[Path, EntryHeader | None, float]]:
-    """Every entry file under ``root`` with its header (None where it fails its checks) and when
-    it was last used: what ``specdec cache`` lists, without loading any model."""
+def scan(root: Path) -> list[tuple[Path, EntryHeader | None, float, int]]:
+    """Every entry file under ``root`` with its header (None where it fails its checks), when it
+    was last used and its size: what ``specdec cache`` lists, without loading any model."""
     out = []
-    for path in sorted(root.glob("*/*" + SUFFIX)):
+    for path in cache_files(root):
         try:
             header, _ = read_header(path)
         except (OSError, EntryFileError):
             header = None
         with contextlib.suppress(OSError):
-            out.append((path, header, path.stat().st_mtime))
+            st = path.stat()
+            out.append((path, header, st.st_mtime, st.st_size))
     return out
