@@ -8,18 +8,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..terminal import console
+from ..terminal.console import human_bytes
 
 out = Console(highlight=False, soft_wrap=False)
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
 
 
 def human_count(n: int | None) -> str:

@@ -53,7 +53,7 @@ class Admission:
         any sequence holds, or waiting for a longer one another prompt is still reading.
         ``start``: how a job takes a sequence (``Scheduler._start``), given at each call rather
         than kept, so that the scheduler and its admission hold no cycle of references."""
-        self._back_from_disk()
+        self.back_from_disk()
         while self.waiting and self.running < self.n_parallel:
             job = self.waiting.popleft()
             prompt = job.prompt
@@ -118,18 +118,15 @@ class Admission:
         tier = "disk" if job.fetched == hit.name else hit.tier
         return self.cache.restore(self.ctx, slot.seq, hit, counted_as=tier), tier
 
-    def _back_from_disk(self, wait: float = 0.0) -> None:
-        """Jobs whose files are read go back to the head of the queue, in their order."""
+    def back_from_disk(self, wait: float = 0.0) -> None:
+        """Jobs whose files are read go back to the head of the queue, in their order (waiting up
+        to ``wait`` seconds for a first one, when there is nothing else to do)."""
         if not self.loading or self.cache is None:
             return
         done = self.cache.collect(wait)
         back = [job for job, name in self.loading if name in done]
         self.loading = [(job, name) for job, name in self.loading if name not in done]
         self.waiting.extendleft(reversed(back))
-
-    def wait_for_disk(self, seconds: float) -> None:
-        """Nothing else to do: wait up to ``seconds`` for a file being read."""
-        self._back_from_disk(wait=seconds)
 
     def take_cancelled(self) -> list[Job]:
         """The cancelled jobs among those waiting for a file, taken out."""

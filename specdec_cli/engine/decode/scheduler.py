@@ -158,7 +158,7 @@ class Scheduler:
             self.admission.share_ready()
             self.admission.admit(self._start)  # looked up at each step: a caller may wrap it (the fault tests do)
             if self.admission.loading and not self.waiting and not any(s.job is not None for s in self.slots):
-                self.admission.wait_for_disk(0.05)  # nothing else to do but wait for a file being read
+                self.admission.back_from_disk(wait=0.05)  # nothing else to do but wait for a file being read
                 return done
         reading = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]
         if self._decoding_goes_next:  # the last step read prompts alone: the decoding sequences go now, alone

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...terminal.console import human_bytes
 from .disk import CacheDirRefused, DiskTier
 from .entry_file import Cells, entry_name
 from .host import HostEntry, HostTier
@@ -85,10 +86,11 @@ class PromptCache:
     def describe(self) -> str:
         """One line on what the cache holds, for a server's start."""
         if self.disk is None:
-            return f"prompt cache: in memory only (up to {_gb(self.host.cap)})"
+            return f"prompt cache: in memory only (up to {human_bytes(self.host.cap)})"
         d = self.disk
         return (f"prompt cache: {len(d.entries)} prompt{'' if len(d.entries) == 1 else 's'} of this model, "
-                f"{_gb(d.n_bytes)} in {d.folder} (cap {_gb(d.cap)} on disk, {_gb(self.host.cap)} in memory)")
+                f"{human_bytes(d.n_bytes)} in {d.folder} "
+                f"(cap {human_bytes(d.cap)} on disk, {human_bytes(self.host.cap)} in memory)")
 
     # --- finding and restoring ---------------------------------------------------------------
     def lookup(self, prompt: list[int], limit: int, held: int, room: int | None = None) -> Hit | None:
@@ -249,10 +251,6 @@ def _common(a: np.ndarray, b: np.ndarray) -> int:
         return 0
     diff = np.flatnonzero(a[:m] != b[:m])
     return int(diff[0]) if diff.size else m
-
-
-def _gb(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 28 else f"{n / (1 << 20):.0f} MiB"
 
 
 def default_folder() -> Path:
