@@ -5,7 +5,8 @@ reads them (``generation.py``) and the stream driver dispatches on their type
 (``lifecycle.py``), so a new kind of event is a new class the type checker follows to every
 place that must handle it, not a string each reader compares. A generation's events end with
 exactly one ``Done`` or ``Failed``. ``Idle`` is not the engine's: the reader makes it after a
-silence, for a stream to spell as its keep-alive.
+silence, for a stream to spell as its keep-alive. The engine thread sends a step's events
+together (``handoff.py``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class Failed:
 @dataclass(frozen=True)
 class Idle:
     """No event for a while (made by the reader, not the engine): a stream's cue for a keep-alive."""
+
+
+@dataclass(frozen=True, eq=False)
+class Tick:
+    """Not the engine's either: a reader's own timer, put in its queue when a wait ran out (each
+    wait its own, so a tick left from an earlier wait is told apart and passed over)."""
 
 
 EngineEvent = Union[Text, Logprobs, Done, Failed]

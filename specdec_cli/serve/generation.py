@@ -21,7 +21,7 @@ from starlette.requests import Request
 from ..toolcalls.parse import Content, Event, Reply
 from . import request_log
 from .api_error import ApiError
-from .events import Done, EngineEvent, Failed, Idle, Text
+from .events import Done, EngineEvent, Failed, Idle, Text, Tick
 from .worker import Handle
 
 if TYPE_CHECKING:
@@ -83,9 +83,8 @@ class Generation:
         wait = DISCONNECT_POLL if request is not None else idle
         quiet = 0.0
         while True:
-            try:
-                event = await asyncio.wait_for(self.handle.events.get(), wait)
-            except asyncio.TimeoutError:
+            event = await self._next(wait)
+            if event is None:
                 if request is not None and await request.is_disconnected():
                     self.cancel()
                 quiet += wait or 0.0
@@ -99,6 +98,29 @@ class Generation:
             yield event
             if isinstance(event, (Done, Failed)):
                 return
+
+    async def _next(self, wait: float | None) -> EngineEvent | None:
+        """The next event, or None once ``wait`` seconds pass without one. The wait is a timer that
+        puts a ``Tick`` in the queue, not ``asyncio.wait_for``, which wraps every wait in a task of
+        its own (Python 3.10 and 3.11): a task, a timeout handle and one more round of the loop for
+        each streamed token, on the thread whose time a token waits for."""
+        queue = self.handle.events
+        if wait is None:
+            got = await queue.get()
+            while isinstance(got, Tick):
+                got = await queue.get()
+            return got
+        tick = Tick()
+        timer = asyncio.get_running_loop().call_later(wait, queue.put_nowait, tick)
+        try:
+            while True:
+                got = await queue.get()
+                if got is tick:
+                    return None
+                if not isinstance(got, Tick):  # an earlier wait's tick, put as its event came: passed over
+                    return got
+        finally:
+            timer.cancel()
 
     async def whole(self, request: Request) -> tuple[str, Result]:
         """The whole text and the result; a ``Failed`` generation is a 500."""

@@ -5,8 +5,9 @@ settings with any grammar compiled, a ``Handle``) to ``submit``, having rendered
 it on its own side; this loop turns it into a scheduler job and steps the scheduler whenever
 there is work, so requests that arrive while others decode join the next pass (continuous
 batching). Everything it has to say goes back through the request's ``Handle``, an asyncio
-queue fed thread-safely with typed events (``events.py``): the text as it becomes final, the
-kept tokens' log-probabilities when asked, and the result or the error that ended it.
+queue fed thread-safely with typed events (``events.py``), a step's events together
+(``handoff.py``): the text as it becomes final, the kept tokens' log-probabilities when asked,
+and the result or the error that ended it.
 
 The loop runs on the process's main thread and HTTP on a helper thread, not the other way
 round: llama.cpp's passes ran 11% slower when called from a helper thread (the same two jobs
@@ -34,7 +35,8 @@ from ..engine.decode.scheduler import Job
 from ..engine.errors import fault_message
 from ..engine.options import GenOptions
 from ..engine.result import Result
-from .events import Done, EngineEvent, Failed, Logprobs, Text
+from .events import Done, EngineEvent, Failed, Logprobs, Text, Tick
+from .handoff import Outbox
 
 
 class Handle:
@@ -42,13 +44,14 @@ class Handle:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self.events: asyncio.Queue[EngineEvent] = asyncio.Queue()
+        self.events: asyncio.Queue[EngineEvent | Tick] = asyncio.Queue()
         self.job: Job | None = None
         self.cancelled = False
 
     def put(self, event: EngineEvent) -> None:
-        """From the engine thread: ``Text``, ``Logprobs``, then ``Done`` with the result, or ``Failed``:
-        the engine stopped, or a fault ended this request alone (``fault_message``)."""
+        """One event, from any thread: ``Text``, ``Logprobs``, then ``Done`` with the result, or
+        ``Failed``: the engine stopped, or a fault ended this request alone (``fault_message``).
+        The engine's loop sends a step's events together instead (``Outbox``)."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, event)
 
     def cancel(self) -> None:
@@ -86,6 +89,7 @@ class Worker:
         self.failed: BaseException | None = None  # what ended the loop, if it was not a shutdown
         self.cancelled = 0  # requests ended because their client went away (read by /metrics)
         self.faulted = 0  # requests a fault in the engine ended alone (read by /metrics)
+        self.outbox = Outbox()  # what a step says to the requests, sent after it (``handoff.py``)
 
     # --- the HTTP side ------------------------------------------------------------------------
     @property
@@ -137,13 +141,17 @@ class Worker:
                     ended = sched.step()  # a fault ends its request alone (``Scheduler.step``)
                     with sched.profile.outside_step("answer"):
                         self._answer(ended, stopping)
+                        self.outbox.send()
+                else:
+                    self.outbox.send()
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear of it
             self.failed = exc
             for handle in self._handles.values():
-                handle.put(Failed(f"the engine stopped: {exc}"))
+                self.outbox.put(handle, Failed(f"the engine stopped: {exc}"))
             self._handles.clear()
             raise
         finally:
+            self.outbox.send()  # the last step's, the shutdown's or the failure's
             self._ended = True
 
     def _answer(self, ended: list[tuple[Job, Result]], stopping: bool) -> None:
@@ -155,9 +163,9 @@ class Worker:
             if result.stats.stop_reason == "error":
                 self.faulted += 1
                 if handle is not None:
-                    handle.put(Failed(fault_message(result.stats.fault)))
+                    self.outbox.put(handle, Failed(fault_message(result.stats.fault)))
             elif handle is not None:
-                handle.put(Done(result))
+                self.outbox.put(handle, Done(result))
 
     def _take(self, block: bool) -> None:
         """Admit what arrived (waiting a little for it when there is nothing else to do)."""
@@ -178,8 +186,8 @@ class Worker:
             self.cancelled += 1
             return
         job = Job(next(self._ids), work.tokens, seed=work.seed, gen=work.gen, sources=work.sources,
-                  on_text=lambda segs: handle.put(Text("".join(t for t, _ in segs))),
-                  on_logprobs=lambda got: handle.put(Logprobs(got)))
+                  on_text=lambda segs: self.outbox.put(handle, Text("".join(t for t, _ in segs))),
+                  on_logprobs=lambda got: self.outbox.put(handle, Logprobs(got)))
         if work.arrived is not None:
             job.arrived = work.arrived
         job.ready = work.ready
@@ -194,6 +202,6 @@ class Worker:
                 work = self.inbox.get_nowait()
             except queue.Empty:
                 break
-            work.handle.put(Failed("the server is shutting down"))
+            self.outbox.put(work.handle, Failed("the server is shutting down"))
         for job in [s.job for s in self.scheduler.slots if s.job is not None] + list(self.scheduler.waiting):
             job.cancelled = True
