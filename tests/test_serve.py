@@ -192,11 +192,17 @@ def test_response_format_json_schema_is_obeyed(server):
 
 
 def test_a_client_that_goes_away_mid_stream_frees_its_sequence(server):
-    with httpx.stream("POST", f"{server.url}/v1/completions", timeout=60,
-                      json={"prompt": PROMPTS[3], "max_tokens": 200, "stream": True}) as resp:
-        for line in resp.iter_lines():
-            if line.startswith("data: {"):
-                break  # one chunk, then the client hangs up
+    # the tiny model writes 200 tokens in 0.1-0.2 s, so a hang-up can arrive after the end:
+    # hang up again until one lands mid-stream (each try is a 200-token stream)
+    for _ in range(5):
+        with httpx.stream("POST", f"{server.url}/v1/completions", timeout=60,
+                          json={"prompt": PROMPTS[3], "max_tokens": 200, "stream": True}) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {"):
+                    break  # one chunk, then the client hangs up
+        time.sleep(0.3)
+        if _counter(server.url, "specdec_requests_cancelled_total") >= 1:
+            break
     out = server.client().completions.create(model="x", prompt="hello", temperature=0, max_tokens=4)
     assert out.usage.completion_tokens == 4
     metrics = httpx.get(f"{server.url}/metrics").text
