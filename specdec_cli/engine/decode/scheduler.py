@@ -124,7 +124,7 @@ class Scheduler:
 
     @property
     def busy(self) -> bool:
-        return bool(self.waiting) or bool(self.admission.loading) or any(s.job is not None for s in self.slots)
+        return bool(self.waiting) or bool(self.admission.loading) or self.running > 0
 
     @property
     def running(self) -> int:
@@ -157,7 +157,7 @@ class Scheduler:
             done = self._drop_cancelled()
             self.admission.share_ready()
             self.admission.admit(self._start)  # looked up at each step: a caller may wrap it (the fault tests do)
-            if self.admission.loading and not self.waiting and not any(s.job is not None for s in self.slots):
+            if self.admission.loading and not self.waiting and not self.running:
                 self.admission.back_from_disk(wait=0.05)  # nothing else to do but wait for a file being read
                 return done
         reading = [s for s in self.slots if s.job is not None and not s.decoding and s.wait is None]

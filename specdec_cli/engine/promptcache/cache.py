@@ -137,10 +137,6 @@ class PromptCache:
         threading.Thread(target=lambda: self._fetched.put((name, disk.load(name))), name="specdec-prompt-read",
                          daemon=True).start()
 
-    @property
-    def fetching(self) -> bool:
-        return bool(self._fetching)
-
     def collect(self, wait: float = 0.0) -> set[str]:
         """The names whose files were read (or refused) since the last call, the cells of each
         put in the RAM tier; waits up to ``wait`` seconds for a first one."""
