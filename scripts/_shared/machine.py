@@ -1,4 +1,4 @@
-"""The machine under a measurement: how busy other processes kept it, a process's CPU time, a free port.
+"""The machine under a measurement: how busy other processes kept it, a process's (or its threads') CPU time, a free port.
 
 Timings on a shared machine are noisy; the programs that compare two systems say, per run, how
 many cores other processes kept busy meanwhile (from /proc/stat, minus the run's own CPU time),
@@ -33,8 +33,23 @@ def others_busy(busy0: float | None, own_cpu: float, wall: float) -> float | Non
 
 def proc_cpu(pid: int) -> float | None:
     """CPU seconds (user + system) process ``pid`` has used, from /proc; None off Linux."""
+    return _stat_cpu(f"/proc/{pid}/stat")
+
+
+def thread_cpu(pid: int) -> dict[int, float] | None:
+    """CPU seconds each thread of process ``pid`` has used, by thread id, from /proc; None off Linux."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    got = {int(tid): _stat_cpu(f"/proc/{pid}/task/{tid}/stat") for tid in tids}
+    return {tid: cpu for tid, cpu in got.items() if cpu is not None}  # a thread that ended meanwhile is left out
+
+
+def _stat_cpu(path: str) -> float | None:
+    """user + system seconds from a /proc ``stat`` file (its fields after the command's name)."""
+    try:
+        with open(path) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):

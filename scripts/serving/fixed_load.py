@@ -13,6 +13,12 @@ answer runs to the budget and both sides decode the same number of tokens (the t
 how many answers ended early, and the tokens each side generated). Throughput is generated
 tokens per second of the whole load; rounds alternate the systems' order. The servers' output
 goes to ``--log``.
+
+Each run also gives the server's host CPU a token (Linux): the CPU time of its threads other
+than llama.cpp's compute threads, told apart as the threads busy for more than half the load's
+wall time (they spin between passes). On a machine whose cores llama.cpp's threads all take,
+that host time (the HTTP side, the server's own code between passes, its sampling) is paid out
+of the passes' time.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/, for _shared
 
+from _shared.machine import thread_cpu  # noqa: E402
 from _shared.script_io import Parser, one_line_errors, write_json  # noqa: E402
 from _shared.systems import Server, alternating, stream_turn, systems_of  # noqa: E402
 
@@ -38,6 +45,16 @@ SUBJECTS = ["lighthouses", "the history of paper", "bees", "glaciers", "the prin
 def prompt(i: int) -> list[dict]:
     return [{"role": "user", "content": f"Write a long, detailed essay of at least 2,000 words about "
                                         f"{SUBJECTS[i % len(SUBJECTS)]}. Do not stop early."}]
+
+
+def host_cpu(before: dict[int, float] | None, after: dict[int, float] | None, wall: float) -> dict:
+    """The server's threads over one load: how many were busy more than half its wall time (llama.cpp's
+    compute threads, which spin between passes) and the CPU seconds the others used (the host's)."""
+    if before is None or after is None:
+        return {}
+    used = [cpu - before.get(tid, 0.0) for tid, cpu in after.items()]
+    compute = [u for u in used if u > wall / 2]
+    return {"compute_threads": len(compute), "host_cpu": sum(used) - sum(compute)}
 
 
 def load(url: str, clients: int, per_client: int, n: int) -> dict:
@@ -88,12 +105,16 @@ def main() -> int:
                 server = Server(label, cmd.replace("{parallel}", str(k)).replace("{ctx}", str(4096 * k)), log)
                 try:
                     stream_turn(server.url, [{"role": "user", "content": "Hello"}], 2)  # warm-up
+                    before = thread_cpu(server.proc.pid)
                     out = load(server.url, k, args.requests, args.max_tokens)
+                    out |= host_cpu(before, thread_cpu(server.proc.pid), out["wall"])
                 finally:
                     server.stop()
                 runs.append({"clients": k, "round": r, "label": label, **out})
+                host = (f"  host cpu {out['host_cpu'] * 1e3 / max(1, out['n_gen']):5.2f} ms/tok"
+                        f" ({out['compute_threads']} compute threads)") if "host_cpu" in out else ""
                 print(f"{k:>2} clients  round {r}  {label:<12} {out['wall']:7.2f} s  {out['n_gen']:5d} tok  "
-                      f"{out['tok_s']:7.2f} tok/s  ttft p50 {out['ttft_p50']:5.2f} s  short {out['short']}",
+                      f"{out['tok_s']:7.2f} tok/s  ttft p50 {out['ttft_p50']:5.2f} s  short {out['short']}{host}",
                       flush=True)
     print(f"\n{'clients':>7}  " + "  ".join(f"{label + ' tok/s':>18}" for label, _ in systems)
           + (f"  {'ratio':>6}" if len(systems) == 2 else ""))
