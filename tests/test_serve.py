@@ -227,6 +227,7 @@ def test_a_silent_stream_says_it_is_still_there():
     from specdec_cli.engine.options import GenOptions
     from specdec_cli.serve.events import Done, Idle, Text
     from specdec_cli.serve.generation import Ready
+    from specdec_cli.serve.handoff import Outbox
     from specdec_cli.serve.lifecycle import ServeContext, submit
     from specdec_cli.serve.schemas import CompletionRequest
 
@@ -240,8 +241,10 @@ def test_a_silent_stream_says_it_is_still_there():
         async for event in generation.events(idle=0.05):
             seen.append(event)
             if seen.count(Idle()) == 2:
-                generation.handle.put(Text("a"))
-                generation.handle.put(Done(None))
+                out = Outbox()
+                out.put(generation.handle, Text("a"))
+                out.put(generation.handle, Done(None))
+                out.send()
         return seen
 
     assert asyncio.run(run()) == [Idle(), Idle(), Text("a"), Done(None)]
@@ -257,6 +260,7 @@ def test_one_stream_driver_ends_every_api_stream_with_its_own_error():
     from specdec_cli.engine.options import GenOptions
     from specdec_cli.serve.events import Failed, Text
     from specdec_cli.serve.generation import Ready
+    from specdec_cli.serve.handoff import Outbox
     from specdec_cli.serve.lifecycle import ServeContext, drive, submit
     from specdec_cli.serve.messages_out import MessagesWire
     from specdec_cli.serve.openai_out import ChatWire, CompletionWire, TokenSpelling
@@ -273,8 +277,10 @@ def test_one_stream_driver_ends_every_api_stream_with_its_own_error():
         ctx = ServeContext(SimpleNamespace(submit=lambda work: True), SimpleNamespace(accepted=lambda: None),
                            None, lambda body: GenOptions(), "m", None)
         generation = submit(ctx, Ready(CompletionRequest(prompt="x", stream=True), [1]), 0.0)
-        generation.handle.put(Text("hi"))
-        generation.handle.put(Failed("boom"))
+        out = Outbox()
+        out.put(generation.handle, Text("hi"))
+        out.put(generation.handle, Failed("boom"))
+        out.send()
         return [line async for line in drive(ctx, generation, wire)], generation.handle.cancelled
 
     got = {name: asyncio.run(run(wire)) for name, wire in wires.items()}

@@ -105,13 +105,8 @@ class Generation:
         its own (Python 3.10 and 3.11): a task, a timeout handle and one more round of the loop for
         each streamed token, on the thread whose time a token waits for."""
         queue = self.handle.events
-        if wait is None:
-            got = await queue.get()
-            while isinstance(got, Tick):
-                got = await queue.get()
-            return got
         tick = Tick()
-        timer = asyncio.get_running_loop().call_later(wait, queue.put_nowait, tick)
+        timer = None if wait is None else asyncio.get_running_loop().call_later(wait, queue.put_nowait, tick)
         try:
             while True:
                 got = await queue.get()
@@ -120,7 +115,8 @@ class Generation:
                 if not isinstance(got, Tick):  # an earlier wait's tick, put as its event came: passed over
                     return got
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
 
     async def whole(self, request: Request) -> tuple[str, Result]:
         """The whole text and the result; a ``Failed`` generation is a 500."""

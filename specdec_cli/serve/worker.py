@@ -48,12 +48,6 @@ class Handle:
         self.job: Job | None = None
         self.cancelled = False
 
-    def put(self, event: EngineEvent) -> None:
-        """One event, from any thread: ``Text``, ``Logprobs``, then ``Done`` with the result, or
-        ``Failed``: the engine stopped, or a fault ended this request alone (``fault_message``).
-        The engine's loop sends a step's events together instead (``Outbox``)."""
-        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
-
     def cancel(self) -> None:
         """From the HTTP side: the client went away; the job ends at the engine's next step."""
         self.cancelled = True
@@ -142,8 +136,6 @@ class Worker:
                     with sched.profile.outside_step("answer"):
                         self._answer(ended, stopping)
                         self.outbox.send()
-                else:
-                    self.outbox.send()
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear of it
             self.failed = exc
             for handle in self._handles.values():
